@@ -1,0 +1,60 @@
+#include "base/registry.h"
+
+#include "common/config_vars.h"
+#include "common/log.h"
+
+#include <cstring>
+
+// Each provider defines one of these. They are weak so a build without a provider (its
+// dependency absent, or the provider not written yet) links and simply lacks it.
+extern "C" {
+const zcx_provider_ops_t* zcx_provider_tcp(void) __attribute__((weak));
+const zcx_provider_ops_t* zcx_provider_shm(void) __attribute__((weak));
+const zcx_provider_ops_t* zcx_provider_ib(void) __attribute__((weak));
+const zcx_provider_ops_t* zcx_provider_ucx(void) __attribute__((weak));
+const zcx_provider_ops_t* zcx_provider_cuda_ipc(void) __attribute__((weak));
+}
+
+namespace zcx {
+
+std::vector<const zcx_provider_ops_t*> providers_built() {
+  using Getter = const zcx_provider_ops_t* (*)(void);
+  const Getter getters[] = {zcx_provider_shm, zcx_provider_cuda_ipc, zcx_provider_ib,
+                            zcx_provider_ucx, zcx_provider_tcp};
+  std::vector<const zcx_provider_ops_t*> out;
+  for (Getter g : getters) {
+    if (g == nullptr) continue;
+    const zcx_provider_ops_t* ops = g();
+    if (ops != nullptr && ops->abi_version == ZCX_PROVIDER_ABI_VERSION) out.push_back(ops);
+  }
+  return out;
+}
+
+const zcx_provider_ops_t* provider_find(const std::string& name) {
+  for (const zcx_provider_ops_t* ops : providers_built())
+    if (name == ops->name) return ops;
+  return nullptr;
+}
+
+std::vector<const zcx_provider_ops_t*> providers_selected() {
+  std::string list = params::providers.get();
+  std::vector<const zcx_provider_ops_t*> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    std::string name = list.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (name.empty()) continue;
+    const zcx_provider_ops_t* ops = provider_find(name);
+    if (ops == nullptr) {
+      ZCX_INFO(kLogInit, "ZCX_PROVIDERS names '%s', which this build does not have",
+               name.c_str());
+      continue;
+    }
+    out.push_back(ops);
+  }
+  return out;
+}
+
+}  // namespace zcx
