@@ -1,0 +1,51 @@
+// Context: one rank's view of a job — its bootstrap, the providers it uses, and lazily made
+// endpoints to peers. Both the public C API (zcx.h) and collectives/ use it; collectives see
+// providers only through this interface.
+#pragma once
+
+#include "base/provider.h"
+#include "common/bootstrap/bootstrap.h"
+#include "common/status.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace zcx {
+
+class Request;  // opaque: a provider request plus bookkeeping; freed when test says done
+
+// A bidirectional link to one peer over one provider (a send comm and a recv comm).
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+  virtual int peer() const = 0;
+  virtual const zcx_provider_ops_t* provider() const = 0;
+  // Messages match in posting order per direction. mhandle may be null (registered lazily
+  // through the context's cache when the provider needs it). *req is never null on success.
+  virtual Status isend(const void* buf, size_t size, int tag, Request** req) = 0;
+  virtual Status irecv(void* buf, size_t size, int tag, Request** req) = 0;
+};
+
+class Context {
+ public:
+  virtual ~Context() = default;
+  // Takes ownership of the bootstrap. Listens on every selected provider and allgathers the
+  // handles; connections are made on first use.
+  static Status create(std::unique_ptr<Bootstrap> bs, std::unique_ptr<Context>* out);
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  virtual Bootstrap& bootstrap() = 0;
+  // The endpoint to `peer`, connecting if needed (bounded by ZCX_TIMEOUT). provider: "" for
+  // the ZCX_PROVIDERS order, else that provider only.
+  virtual Status endpoint(int peer, Endpoint** ep, const std::string& provider = "") = 0;
+  // done=true frees the request; *size gets the bytes moved.
+  virtual Status test(Request* req, bool* done, size_t* size) = 0;
+  virtual Status wait(Request* req, size_t* size) = 0;  // bounded by ZCX_TIMEOUT
+  // Drives all endpoints and pending accepts; collectives call it while they wait.
+  virtual Status progress() = 0;
+  virtual void abort() = 0;
+};
+
+}  // namespace zcx
