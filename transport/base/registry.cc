@@ -5,14 +5,16 @@
 
 #include <cstring>
 
-// Each provider defines one of these. They are weak so a build without a provider (its
+// Each provider defines one of these. They are weak (and hidden: resolved inside the
+// library being linked, never against another loaded object, e.g. when zcx_core is linked
+// into the NCCL plugin) so a build without a provider (its
 // dependency absent, or the provider not written yet) links and simply lacks it.
 extern "C" {
-const zcx_provider_ops_t* zcx_provider_tcp(void) __attribute__((weak));
-const zcx_provider_ops_t* zcx_provider_shm(void) __attribute__((weak));
-const zcx_provider_ops_t* zcx_provider_ib(void) __attribute__((weak));
-const zcx_provider_ops_t* zcx_provider_ucx(void) __attribute__((weak));
-const zcx_provider_ops_t* zcx_provider_cuda_ipc(void) __attribute__((weak));
+const zcx_provider_ops_t* zcx_provider_tcp(void) __attribute__((weak, visibility("hidden")));
+const zcx_provider_ops_t* zcx_provider_shm(void) __attribute__((weak, visibility("hidden")));
+const zcx_provider_ops_t* zcx_provider_ib(void) __attribute__((weak, visibility("hidden")));
+const zcx_provider_ops_t* zcx_provider_ucx(void) __attribute__((weak, visibility("hidden")));
+const zcx_provider_ops_t* zcx_provider_cuda_ipc(void) __attribute__((weak, visibility("hidden")));
 }
 
 namespace zcx {
