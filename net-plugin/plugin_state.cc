@@ -9,7 +9,8 @@
 #include <cstring>
 
 // Defined only by tests/plugin's fake provider (linked into the test build of the plugin).
-extern "C" const zcx_provider_ops_t* zcx_plugin_test_provider(void) __attribute__((weak));
+extern "C" const zcx_provider_ops_t* zcx_plugin_test_provider(void)
+    __attribute__((weak, visibility("hidden")));
 
 namespace zcx::plugin {
 namespace {
