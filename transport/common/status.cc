@@ -6,7 +6,10 @@
 
 namespace zcx {
 namespace {
-thread_local std::string t_last_error;
+// A plain array, not std::string: a thread_local with a destructor registers a TLS
+// destructor, and glibc then keeps the library mapped after dlclose until every thread
+// that ever failed exits (the NCCL plugin must unload and reload cleanly).
+thread_local char t_last_error[1024];
 }
 
 const char* status_name(Status s) {
@@ -33,7 +36,7 @@ const char* status_name(Status s) {
 Status set_error_v(Status s, uint32_t subsys, const char* fmt, va_list ap) {
   char buf[1024];
   vsnprintf(buf, sizeof buf, fmt, ap);
-  t_last_error = buf;
+  snprintf(t_last_error, sizeof t_last_error, "%s", buf);
   ZCX_WARN(subsys, "%s", buf);
   return s;
 }
@@ -52,12 +55,12 @@ Status set_error_quiet(Status s, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  t_last_error = buf;
+  snprintf(t_last_error, sizeof t_last_error, "%s", buf);
   return s;
 }
 
-const char* last_error() { return t_last_error.c_str(); }
-void clear_last_error() { t_last_error.clear(); }
+const char* last_error() { return t_last_error; }
+void clear_last_error() { t_last_error[0] = '\0'; }
 
 void StickyError::record(Status s, std::string message) {
   if (status_ != Status::kSuccess || !failed(s)) return;
