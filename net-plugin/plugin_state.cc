@@ -143,6 +143,9 @@ Status ProcessState::choose_provider() {
   if (automatic) order = {"ib", "tcp"};
   else order = {wanted};
   for (const std::string& name : order) {
+    bool built = false;
+    for (const zcx_provider_ops_t* ops : all) built |= name == ops->name;
+    if (!built) tried += std::string(tried.empty() ? "" : "; ") + name + ": not in this build";
     for (const zcx_provider_ops_t* ops : all) {
       if (name != ops->name || !attempt(ops)) continue;
       report_choice(automatic ? "ZCX_NET_PROVIDER=auto takes the first of ib,tcp with a device" +
@@ -157,7 +160,7 @@ Status ProcessState::choose_provider() {
                    "no usable provider for ZCX_NET_PROVIDER=%s (built: %s; %s); NCCL falls back "
                    "to its internal IB/Socket nets unless NCCL_NET=zcx pins this plugin",
                    wanted.c_str(), built.empty() ? "none" : built.c_str(),
-                   tried.empty() ? "none of them is built" : tried.c_str());
+                   tried.c_str());
 }
 
 Status ProcessState::properties(int dev, NeutralProps* out) {
@@ -170,7 +173,7 @@ Status ProcessState::properties(int dev, NeutralProps* out) {
   *out = NeutralProps{};
   out->name = info.name.data();
   out->pci_path = info.pci_path.empty() ? nullptr : info.pci_path.data();
-  out->guid = p.guid;
+  out->guid = p.guid != 0 ? p.guid : static_cast<uint64_t>(dev);  // NCCL: equal guid = same port
   out->ptr_support = static_cast<int>(p.mem_kinds & (NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF));
   out->reg_is_global = p.reg_is_global;
   out->force_flush = 0;  // NCCL decides when GPU receives need iflush

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -48,6 +49,11 @@ TEST_P(PluginTest, PropertiesAndChoiceLine) {
   for (int dev = 0; dev < ndev; ++dev) {
     Props p;
     ASSERT_EQ(d_.properties(dev, &p), ncclSuccess);
+    fprintf(stderr, "dev %d: name %s pciPath %s guid 0x%llx speed %d Mb/s latency %.1f us "
+            "ptrSupport 0x%x regIsGlobal %d maxComms %d maxRecvs %d maxP2pBytes %zu\n", dev,
+            p.name.c_str(), p.pci_null ? "NULL" : p.pci_path.c_str(),
+            static_cast<unsigned long long>(p.guid), p.speed, p.latency, p.ptr_support,
+            p.reg_is_global, p.max_comms, p.max_recvs, p.max_p2p_bytes);
     EXPECT_FALSE(p.name.empty());
     EXPECT_GT(p.speed, 0);
     EXPECT_GE(p.max_recvs, 1);
