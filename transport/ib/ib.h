@@ -197,6 +197,7 @@ struct RecvComm : Comm {
   uint64_t seq = 0;                    // receives posted
   uint64_t completed = 0;              // oldest receive not yet completed
   std::unique_ptr<Request[]> reqs;     // kSlots
+  std::string test_corrupt;            // ZCX_IB_TEST_CORRUPT_CTS, read once per comm
   ~RecvComm();
 };
 

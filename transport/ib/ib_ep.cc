@@ -110,6 +110,10 @@ Status receiver_setup(Ctx* ctx, RecvComm* c, int nqps) {
   ZCX_TRY(alloc_registered(c, kSlots, &c->cts_src, &c->cts_src_mr));
   ZCX_TRY(alloc_registered(c, kSendReqs, &c->sizes, &c->sizes_mr));
   c->reqs.reset(new Request[kSlots]);
+  c->test_corrupt = params::test_corrupt_cts.get();
+  if (!c->test_corrupt.empty())
+    ZCX_WARN(kLog, "ib: test hook ZCX_IB_TEST_CORRUPT_CTS=%s corrupts every clear-to-send",
+             c->test_corrupt.c_str());
   fill_local(c, ctx->self);
   c->local.buf_addr = reinterpret_cast<uintptr_t>(c->sizes.get());
   c->local.buf_rkey = c->sizes_mr->mr->rkey;
@@ -168,6 +172,7 @@ Status connect_step(Ctx* ctx, PendingConnect* p) {
     Status s = socket_connect_done(c->sock.get(), p->addr);
     if (s != Status::kSuccess) return s;
     ZCX_TRY(sender_setup(ctx, c));
+    c->local.nonce = p->nonce;  // proves we were given this listener's handle
     p->io = NbIo{};
     hello_encode(c->local, kKindConnect, p->io.buf);
     p->io.len = kHelloBytes;
@@ -207,6 +212,7 @@ Status accept_step(ListenComm* l, PendingAccept* p) {
     c->local.link_layer = c->dev->port_attr.link_layer;
     ZCX_TRY(check_peer(c, l->nonce));
     ZCX_TRY(receiver_setup(l->ctx, c, c->remote.nqps));
+    c->local.nonce = l->nonce;
     p->io = NbIo{};
     hello_encode(c->local, kKindAccept, p->io.buf);
     p->io.len = kHelloBytes;

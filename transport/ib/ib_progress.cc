@@ -20,8 +20,7 @@ uint64_t load_acquire(const uint64_t* p) {
 }
 
 // Applies ZCX_IB_TEST_CORRUPT_CTS (tests only) to an entry about to be sent.
-void corrupt_for_test(CtsEntry* e) {
-  static const std::string mode = params::test_corrupt_cts.get();
+void corrupt_for_test(const std::string& mode, CtsEntry* e) {
   if (mode.empty()) return;
   if (mode == "rkey") e->rkey ^= 0x5a5a5a;
   if (mode == "addr") e->addr -= 64;
@@ -296,7 +295,7 @@ zcx_status_t irecv(void* vcomm, int n, void** data, size_t* sizes, int* tags, vo
     c->cts_src[slot][i] = CtsEntry{seq, reinterpret_cast<uintptr_t>(data[i]), sizes[i],
                                    mr ? mr->mr->rkey : 0, tags ? tags[i] : 0,
                                    static_cast<uint32_t>(n), static_cast<uint32_t>(i), {0, 0}, seq};
-    corrupt_for_test(&c->cts_src[slot][i]);
+    corrupt_for_test(c->test_corrupt, &c->cts_src[slot][i]);
   }
   Status s = post_cts(c, slot, n);
   if (!ok(s)) {
