@@ -1,5 +1,6 @@
 #include "harness_util.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -31,8 +32,35 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   return std::string(info.param.variant.label) + "_v" + std::to_string(info.param.version);
 }
 
+namespace {
+
+// ZCX_TEST_PLUGIN_PROVIDER pins the provider of the "real" variant (the rdma guest runs the
+// harness with ib). Without any RDMA device present, an ib run skips; with one, it must pass.
+const char* real_provider(std::string* skip) {
+  const char* forced = getenv("ZCX_TEST_PLUGIN_PROVIDER");
+  if (forced == nullptr || *forced == '\0') return nullptr;
+  if (strcmp(forced, "ib") == 0) {
+    bool any = false;
+    if (DIR* dir = opendir("/sys/class/infiniband")) {
+      while (dirent* e = readdir(dir)) any |= e->d_name[0] != '.';
+      closedir(dir);
+    }
+    if (!any) *skip = "ZCX_TEST_PLUGIN_PROVIDER=ib but no RDMA device in /sys/class/infiniband";
+  }
+  return forced;
+}
+
+}  // namespace
+
 bool open_plugin(const Case& c, NetDriver* d, std::string* why, std::string* skip) {
-  if (c.variant.provider != nullptr) setenv("ZCX_NET_PROVIDER", c.variant.provider, 1);
+  const char* provider = c.variant.provider;
+  bool forced = false;
+  if (provider == nullptr) {
+    provider = real_provider(skip);
+    if (!skip->empty()) return false;
+    forced = provider != nullptr;
+  }
+  if (provider != nullptr) setenv("ZCX_NET_PROVIDER", provider, 1);
   else unsetenv("ZCX_NET_PROVIDER");
   if (!d->load(c.variant.path, c.version, why)) return false;
   ncclResult_t r = d->init();
@@ -40,7 +68,7 @@ bool open_plugin(const Case& c, NetDriver* d, std::string* why, std::string* ski
   std::string reason = "init failed (ncclResult " + std::to_string(static_cast<int>(r)) + ")";
   for (const std::string& line : logged_lines())
     if (line.find("no usable provider") != std::string::npos) reason = line;
-  if (c.variant.provider == nullptr) *skip = "plugin has no usable provider here: " + reason;
+  if (c.variant.provider == nullptr && !forced) *skip = "plugin has no usable provider here: " + reason;
   else *why = reason;
   return false;
 }
