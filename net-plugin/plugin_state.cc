@@ -100,6 +100,11 @@ Status ProcessState::discover(const zcx_provider_ops_t* ops, void* pctx, std::st
     info.name = info.props.name;
     info.pci_path = info.props.pci_path;
   }
+  if (ops->iflush == nullptr)
+    for (const DeviceInfo& d : devs)
+      if (d.props.mem_kinds & (ZCX_MEM_CUDA | ZCX_MEM_DMABUF))
+        ZCX_INFO(kLogPlugin | kLogInit, "%s: GPUDirect not offered to NCCL: provider %s has no "
+                 "iflush, so GPU buffers are staged through host memory", d.name.c_str(), ops->name);
   devices_ = std::move(devs);
   return Status::kSuccess;
 }
@@ -175,6 +180,9 @@ Status ProcessState::properties(int dev, NeutralProps* out) {
   out->pci_path = info.pci_path.empty() ? nullptr : info.pci_path.data();
   out->guid = p.guid != 0 ? p.guid : static_cast<uint64_t>(dev);  // NCCL: equal guid = same port
   out->ptr_support = static_cast<int>(p.mem_kinds & (NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF));
+  // Without iflush, GPUDirect receives could be read by the GPU before the NIC's writes land
+  // (pre-Hopper): advertise host memory only, so NCCL stages GPU data through host buffers.
+  if (ops_->iflush == nullptr) out->ptr_support &= NCCL_PTR_HOST;
   out->reg_is_global = p.reg_is_global;
   out->force_flush = 0;  // NCCL decides when GPU receives need iflush
   out->speed_mbps = p.speed_mbps;
