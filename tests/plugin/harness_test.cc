@@ -137,6 +137,27 @@ TEST_P(PluginTest, CorruptedOrForeignHandleIsAClearError) {
   EXPECT_EQ(d_.close_listen(lc), ncclSuccess);
 }
 
+// v11: one init/finalize per communicator over one discovery. Finalizing the second
+// communicator must leave the first one working.
+TEST_P(PluginTest, PerCommunicatorInitFinalizeShareDiscovery) {
+  ASSERT_EQ(d_.init(), ncclSuccess);  // a second communicator (v8..v10: NCCL inits once)
+  void *sc, *rc, *lc;
+  double max_ms;
+  ASSERT_EQ(connect_pair_single_thread(d_, 0, &sc, &rc, &lc, &max_ms), "");
+  EXPECT_EQ(d_.close_send(sc), ncclSuccess);
+  EXPECT_EQ(d_.close_recv(rc), ncclSuccess);
+  EXPECT_EQ(d_.close_listen(lc), ncclSuccess);
+  ASSERT_EQ(d_.finalize(), ncclSuccess);
+  int ndev = 0;
+  ASSERT_EQ(d_.devices(&ndev), ncclSuccess);
+  EXPECT_GE(ndev, 1);
+  ASSERT_EQ(connect_pair_single_thread(d_, 0, &sc, &rc, &lc, &max_ms), "")
+      << "the first communicator's context stopped working after the second's finalize";
+  EXPECT_EQ(d_.close_send(sc), ncclSuccess);
+  EXPECT_EQ(d_.close_recv(rc), ncclSuccess);
+  EXPECT_EQ(d_.close_listen(lc), ncclSuccess);
+}
+
 TEST_P(PluginTest, DlcloseThenReloadLeavesNothingBehind) {
   const Case& c = GetParam();
   ASSERT_EQ(d_.finalize(), ncclSuccess);
