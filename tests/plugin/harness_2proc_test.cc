@@ -89,10 +89,13 @@ std::string sender(NetDriver& d, void* sc, const Shared& sh, int ack_fd) {
   for (void* r : reqs) ZCX_OK(wait_done(d, r, &size));
   char ack = 0;
   ZCX_REQUIRE(read_full(ack_fd, &ack, 1, 30000) && ack == 'A', "receiver's ack");
-  // Close with sends in flight (the receiver may already be gone).
-  for (int i = 0; i < 2; ++i) ZCX_OK(isend_retry(d, sc, buf.data(), 1u << 20, 0, mh, &req, &nulls));
+  // Close with sends in flight. The receiver is closing its end (and deregistering its
+  // buffers) at the same time, so an error from these sends is a legitimate outcome.
   int done = 0;
-  (void)d.test(req, &done, &size);
+  for (int i = 0; i < 2; ++i) {
+    if (!isend_retry(d, sc, buf.data(), 1u << 20, 0, mh, &req, &nulls).empty()) break;
+    (void)d.test(req, &done, &size);
+  }
   ZCX_REQUIRE(d.dereg_mr(sc, mh) == ncclSuccess, "deregMr");
   ZCX_REQUIRE(d.close_send(sc) == ncclSuccess, "closeSend with requests in flight");
   if (nulls > 0) fprintf(stderr, "sender: %d NULL-request isend retries\n", nulls);

@@ -34,10 +34,10 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 
 namespace {
 
-// ZCX_TEST_PLUGIN_PROVIDER pins the provider of the "real" variant (the rdma guest runs the
+// PLUGIN_HARNESS_PROVIDER pins the provider of the "real" variant (the rdma guest runs the
 // harness with ib). Without any RDMA device present, an ib run skips; with one, it must pass.
 const char* real_provider(std::string* skip) {
-  const char* forced = getenv("ZCX_TEST_PLUGIN_PROVIDER");
+  const char* forced = getenv("PLUGIN_HARNESS_PROVIDER");
   if (forced == nullptr || *forced == '\0') return nullptr;
   if (strcmp(forced, "ib") == 0) {
     bool any = false;
@@ -45,7 +45,7 @@ const char* real_provider(std::string* skip) {
       while (dirent* e = readdir(dir)) any |= e->d_name[0] != '.';
       closedir(dir);
     }
-    if (!any) *skip = "ZCX_TEST_PLUGIN_PROVIDER=ib but no RDMA device in /sys/class/infiniband";
+    if (!any) *skip = "PLUGIN_HARNESS_PROVIDER=ib but no RDMA device in /sys/class/infiniband";
   }
   return forced;
 }

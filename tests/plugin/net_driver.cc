@@ -22,7 +22,7 @@ void test_logger(ncclDebugLogLevel level, unsigned long flags, const char* file,
   va_end(ap);
   std::lock_guard<std::mutex> lock(g_log_mu);
   g_lines.emplace_back(msg);
-  if (getenv("ZCX_TEST_VERBOSE") != nullptr || level == NCCL_LOG_WARN)
+  if (getenv("PLUGIN_HARNESS_VERBOSE") != nullptr || level == NCCL_LOG_WARN)
     fprintf(stderr, "[nccl-logger level=%d flags=0x%lx %s:%d] %s\n", static_cast<int>(level),
             flags, file, line, msg);
 }
