@@ -3,7 +3,8 @@
 // Linked into a test build of the plugin (libnccl-net-zcxfake.so) and chosen there with
 // ZCX_NET_PROVIDER=fake. Deliberately simple: one socket per comm, a 16-byte header
 // {size u64, tag i32, magic u32} per message, sends complete once written to the socket.
-// It returns a NULL isend request every 7th call so the harness exercises NCCL's retry.
+// It returns a NULL isend request every 7th call so the harness exercises NCCL's retry, and
+// throws from isend for one magic tag to exercise the plugin's exception firewall.
 #include "base/handle.h"
 #include "base/provider.h"
 #include "common/socket.h"
@@ -17,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 
 namespace zcx::fake {
 namespace {
@@ -302,9 +304,13 @@ zcx_status_t fk_dereg(void*, void* mh) {
   return ZCX_SUCCESS;
 }
 
+// Tag kThrowTag makes isend throw, so the tests can see the plugin's exception firewall.
+constexpr int kThrowTag = -424242;
+
 zcx_status_t fk_isend(void* vc, void* data, size_t size, int tag, void*, void** req) {
   auto* c = static_cast<Conn*>(vc);
   *req = nullptr;
+  if (tag == kThrowTag) throw std::runtime_error("fake provider: thrown on purpose");
   if (++c->isend_calls % 7 == 0 || c->queue.size() >= 1024) return ZCX_SUCCESS;  // "retry later"
   auto* r = new Req;
   r->conn = c;

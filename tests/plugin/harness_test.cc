@@ -183,7 +183,38 @@ TEST_P(PluginTest, DlcloseThenReloadLeavesNothingBehind) {
   ASSERT_TRUE(open_plugin(c, &d_, &why, &skip)) << why << skip;  // for TearDown's finalize
 }
 
+// No exception crosses into NCCL: a provider that throws yields ncclInternalError and a WARN.
+class FirewallTest : public PluginTest {};
+
+TEST_P(FirewallTest, ExceptionFromProviderBecomesInternalError) {
+  void *sc, *rc, *lc;
+  double max_ms;
+  ASSERT_EQ(connect_pair_single_thread(d_, 0, &sc, &rc, &lc, &max_ms), "");
+  char byte = 0;
+  void* req = nullptr;
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < 10 && r == ncclSuccess; ++i)  // the fake may first ask for a retry
+    r = d_.isend(sc, &byte, 1, -424242, nullptr, &req);
+  EXPECT_EQ(r, ncclInternalError);
+  EXPECT_EQ(req, nullptr);
+  bool logged = false;
+  for (const std::string& line : logged_lines())
+    logged |= line.find("isend: internal error: fake provider: thrown on purpose") != std::string::npos;
+  EXPECT_TRUE(logged);
+  EXPECT_EQ(d_.close_send(sc), ncclSuccess);
+  EXPECT_EQ(d_.close_recv(rc), ncclSuccess);
+  EXPECT_EQ(d_.close_listen(lc), ncclSuccess);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllVersions, PluginTest, testing::ValuesIn(all_cases()), case_name);
+
+std::vector<Case> fake_cases() {
+  std::vector<Case> out;
+  for (const Case& c : all_cases())
+    if (std::string(c.variant.label) == "fake") out.push_back(c);
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(FakeProvider, FirewallTest, testing::ValuesIn(fake_cases()), case_name);
 
 }  // namespace
 }  // namespace zcx::plugin_test
