@@ -188,53 +188,63 @@ TEST_F(ApiTest, CppWrappers) {
   });
 }
 
-// One forked rank, launched zcx-run style. Returns 0 on success, a step number on failure.
-int env_rank(int rank, const std::string& root, bool transfer) {
+// One forked rank of n, launched zcx-run style: a ring exchange of several sizes in both
+// directions. Returns 0 on success, a step number on failure.
+int env_rank(int rank, int n, const std::string& root, bool transfer) {
   setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
-  setenv("ZCX_NRANKS", "2", 1);
+  setenv("ZCX_NRANKS", std::to_string(n).c_str(), 1);
   setenv("ZCX_ROOT", root.c_str(), 1);
   setenv("ZCX_SECRET", "0123456789abcdef", 1);
   zcx_context_t ctx = nullptr;
-  auto fail = [](int step) {
-    fprintf(stderr, "step %d: %s\n", step, zcx_get_last_error());
+  auto fail = [rank](int step) {
+    fprintf(stderr, "rank %d step %d: %s\n", rank, step, zcx_get_last_error());
     return step;
   };
   if (zcx_init_from_env(&ctx) != ZCX_SUCCESS) return fail(10);
   if (zcx_barrier(ctx) != ZCX_SUCCESS) return fail(11);
-  if (transfer) {
-    zcx_endpoint_t ep;
-    if (zcx_endpoint_get(ctx, 1 - rank, &ep) != ZCX_SUCCESS) return fail(12);
-    std::vector<uint8_t> buf(1 << 20);
-    for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131);
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  zcx_endpoint_t to = nullptr, from = nullptr;
+  if (transfer && (zcx_endpoint_get(ctx, next, &to) != ZCX_SUCCESS ||
+                   zcx_endpoint_get(ctx, prev, &from) != ZCX_SUCCESS))
+    return fail(12);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20}) {
+    if (!transfer) break;
+    std::vector<uint8_t> out(bytes), in(bytes + 8, 0xee);
+    for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(i * 131 + rank);
+    zcx_request_t rreq, sreq;
     size_t got = 0;
-    if (rank == 0 && zcx_send(ep, buf.data(), buf.size()) != ZCX_SUCCESS) return fail(13);
-    if (rank == 1) {
-      std::vector<uint8_t> in(buf.size());
-      if (zcx_recv(ep, in.data(), in.size(), &got) != ZCX_SUCCESS) return fail(14);
-      if (got != buf.size() || in != buf) return fail(15);
-    }
+    if (zcx_irecv(from, in.data(), in.size(), &rreq) != ZCX_SUCCESS) return fail(13);
+    if (zcx_isend(to, out.data(), bytes, &sreq) != ZCX_SUCCESS) return fail(14);
+    if (zcx_wait(rreq, &got) != ZCX_SUCCESS || zcx_wait(sreq, nullptr) != ZCX_SUCCESS)
+      return fail(15);
+    if (got != bytes) return fail(16);
+    for (size_t i = 0; i < bytes; ++i)
+      if (in[i] != static_cast<uint8_t>(i * 131 + prev)) return fail(17);
   }
-  if (zcx_barrier(ctx) != ZCX_SUCCESS) return fail(16);
-  return zcx_finalize(ctx) == ZCX_SUCCESS ? 0 : fail(17);
+  if (zcx_barrier(ctx) != ZCX_SUCCESS) return fail(18);
+  return zcx_finalize(ctx) == ZCX_SUCCESS ? 0 : fail(19);
 }
 
 // zcx-run style environment, ranks as forked processes, over the providers this build has.
-TEST(ApiProcesses, InitFromEnvAndSendRecv) {
+TEST(ApiProcesses, InitFromEnvAndRingExchange) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", "20");
-  SockAddr lo, root;
-  UniqueFd probe;
-  ASSERT_EQ(sockaddr_parse("127.0.0.1:0", &lo), Status::kSuccess);
-  ASSERT_EQ(socket_listen(lo, 1, &probe, &root), Status::kSuccess);  // a free port
-  probe.reset();
   bool transfer = !providers_selected().empty();
-  pid_t pids[2];
-  for (int r = 0; r < 2; ++r)
-    pids[r] = test::fork_child([&] { return env_rank(r, root.to_string(), transfer); });
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(test::wait_child(pids[r], 40000), 0) << "rank " << r;
+  for (int n : {2, 4}) {
+    SockAddr lo, root;
+    UniqueFd probe;
+    ASSERT_EQ(sockaddr_parse("127.0.0.1:0", &lo), Status::kSuccess);
+    ASSERT_EQ(socket_listen(lo, 1, &probe, &root), Status::kSuccess);  // a free port
+    probe.reset();
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; ++r)
+      pids.push_back(test::fork_child([&, r] { return env_rank(r, n, root.to_string(), transfer); }));
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(test::wait_child(pids[static_cast<size_t>(r)], 40000), 0) << "rank " << r << " of " << n;
+  }
   if (!transfer)
-    GTEST_SKIP() << "init from ZCX_* variables and barrier across 2 processes passed; no "
-                    "provider is built in this tree, so the 1 MiB send/recv part did not run";
+    GTEST_SKIP() << "init from ZCX_* variables and barrier across 2 and 4 processes passed; no "
+                    "provider is built in this tree, so the ring exchange part did not run";
 }
 
 }  // namespace
