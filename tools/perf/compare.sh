@@ -47,7 +47,7 @@ mpicc -O2 -o "$work/mpi_pingpong" "$here/mpi_pingpong.c" || { echo "compare.sh: 
 
 # Table row fields (zcx-perf and mpi_pingpong print the same columns):
 #   size iters window lat_med lat_min lat_max bw_med bw_min bw_max
-row() { grep -E '^ +[0-9]+ ' "$1" | tail -1; }
+row() { sed 's/^\[[0-9]*\] //' "$1" | grep -E '^ +[0-9]+ ' | tail -1; }
 field() { row "$1" | awk -v f="$2" '{print $f}'; }
 
 run_zcx() {  # $1: -t value, $2: size, $3: output file
@@ -69,6 +69,7 @@ run_ucx_lat() {  # ucx_perftest over tcp: 8 B tag latency (its lat tests report 
   wait "$server"
 }
 
+export ZCX_TIMEOUT=${ZCX_TIMEOUT:-120}  # a stuck run fails in minutes, not after the default 300 s
 status=0
 echo "# compare.sh on $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for run in "zcx lat 8 $work/zcx_lat" "zcx bw 64M $work/zcx_bw" \

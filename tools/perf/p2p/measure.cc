@@ -73,8 +73,7 @@ Status verify_exchange(Link& link, int rank, size_t bytes) {
   std::fill(link.recv_buf(), link.recv_buf() + bytes, static_cast<unsigned char>(0));
   ZCX_TRY(link.irecv(bytes, &rreq));
   ZCX_TRY(link.isend(bytes, &sreq));
-  ZCX_TRY(link.wait(sreq, nullptr));
-  ZCX_TRY(link.wait(rreq, &got));
+  ZCX_TRY(link.wait_both(sreq, rreq, &got));
   return check_pattern(link, link.recv_buf(), bytes, got, 1 - rank);
 }
 
