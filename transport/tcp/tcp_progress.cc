@@ -69,7 +69,10 @@ std::unique_ptr<Comm> comm_create(Context* ctx, bool is_send, const zcx_peer_inf
   c->free_reqs.reserve(kMaxRequests);
   for (int i = kMaxRequests - 1; i >= 0; --i) c->free_reqs.push_back(i);
   c->ring.resize(is_send ? kMaxRequests : kRecvMsgSlots);
-  if (!is_send) c->pending.resize(kMaxRequests);
+  if (!is_send) {
+    c->pending.resize(kMaxRequests);
+    c->stage.resize(kStageBytes);
+  }
   c->last_progress_ns = now_ns();
   ZCX_INFO(kLogTcp, "tcp %s comm with %s up: %d sockets, inline %zu, chunk %zu",
            is_send ? "send" : "recv", c->peer_text.c_str(), layout.nsocks, layout.inline_max,
@@ -210,26 +213,94 @@ Status match_header(Comm* c) {
     c->pend_head = (c->pend_head + 1) % c->pending.size();
     --c->pend_count;
   }
-  c->hdr_got = 0;
   return Status::kSuccess;
 }
 
-// Socket 0 reads the next header once a receive buffer and a ring slot wait for it.
+size_t staged(const Comm* c) { return c->stage_end - c->stage_begin; }
+
+// Reads what socket 0 has into the staging buffer; *got tells whether anything came.
+Status stage_fill(Comm* c, bool* got) {
+  *got = false;
+  if (c->stage_begin > 0) {
+    memmove(c->stage.data(), c->stage.data() + c->stage_begin, staged(c));
+    c->stage_end -= c->stage_begin;
+    c->stage_begin = 0;
+  }
+  for (;;) {
+    ssize_t n = recv(c->socks[0].fd.get(), c->stage.data() + c->stage_end,
+                     c->stage.size() - c->stage_end, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (would_block(n)) return Status::kSuccess;
+    if (n <= 0) return io_failure(c, 0, n, "receive");
+    c->stage_end += static_cast<size_t>(n);
+    c->last_progress_ns = now_ns();
+    *got = true;
+    return Status::kSuccess;
+  }
+}
+
+// Socket 0 takes the next header once a receive buffer and a ring slot wait for it.
 Status recv_header(Comm* c, bool* stalled) {
   *stalled = c->pend_count == 0 || c->tail - c->head >= c->ring.size();
   if (*stalled) return Status::kSuccess;
-  ssize_t n = recv(c->socks[0].fd.get(), c->hdr + c->hdr_got, kHeaderBytes - c->hdr_got,
-                   MSG_DONTWAIT);
-  if (n < 0 && errno == EINTR) return Status::kSuccess;
-  if (would_block(n)) {
-    *stalled = true;
+  if (staged(c) < kHeaderBytes) {
+    bool got = false;
+    ZCX_TRY(stage_fill(c, &got));
+    if (staged(c) < kHeaderBytes) {
+      *stalled = true;
+      return Status::kSuccess;
+    }
+  }
+  memcpy(c->hdr, c->stage.data() + c->stage_begin, kHeaderBytes);
+  c->stage_begin += kHeaderBytes;
+  return match_header(c);
+}
+
+// Moves staged bytes into socket 0's part of message m.
+void unstage(Comm* c, Message& m, Sock& sk) {
+  size_t want = std::min(staged(c), stripe_bytes(c->layout, m.size, 0) - sk.off);
+  iovec iov[kIovMax];
+  int n = stripe_iov(c->layout, m.data, m.size, 0, sk.off, iov, kIovMax);
+  size_t done = 0;
+  for (int i = 0; i < n && done < want; ++i) {
+    size_t len = std::min(iov[i].iov_len, want - done);
+    memcpy(iov[i].iov_base, c->stage.data() + c->stage_begin + done, len);
+    done += len;
+  }
+  c->stage_begin += done;
+  sk.off += done;
+}
+
+// Reads socket s's part of message m; *blocked when the socket has nothing more now.
+Status recv_part(Comm* c, int s, Message& m, bool* blocked) {
+  Sock& sk = c->socks[s];
+  *blocked = false;
+  if (s == 0 && staged(c) > 0) {
+    unstage(c, m, sk);
     return Status::kSuccess;
   }
-  if (n <= 0) return io_failure(c, 0, n, "receive");
-  c->hdr_got += static_cast<size_t>(n);
+  if (s == 0 && stripe_bytes(c->layout, m.size, 0) - sk.off < kStageBelow) {
+    ZCX_TRY(stage_fill(c, blocked));
+    *blocked = !*blocked;
+    return Status::kSuccess;
+  }
+  iovec iov[kIovMax];
+  int n = stripe_iov(c->layout, m.data, m.size, s, sk.off, iov, kIovMax);
+  msghdr mh{};
+  mh.msg_iov = iov;
+  mh.msg_iovlen = static_cast<size_t>(n);
+  ssize_t got;
+  do {
+    got = recvmsg(sk.fd.get(), &mh, MSG_DONTWAIT);
+  } while (got < 0 && errno == EINTR);
+  if (would_block(got)) {
+    *blocked = true;
+    return Status::kSuccess;
+  }
+  if (got <= 0) return io_failure(c, s, got, "receive");
+  sk.off += static_cast<size_t>(got);
   c->last_progress_ns = now_ns();
-  if (c->hdr_got < kHeaderBytes) return Status::kSuccess;
-  return match_header(c);
+  return Status::kSuccess;
 }
 
 Status recv_socket(Comm* c, int s) {
@@ -239,27 +310,16 @@ Status recv_socket(Comm* c, int s) {
       if (s != 0) return Status::kSuccess;  // header not yet read by socket 0
       bool stalled = false;
       ZCX_TRY(recv_header(c, &stalled));
-      if (stalled || sk.cursor == c->tail) {
-        if (stalled) return Status::kSuccess;
-        continue;
-      }
+      if (stalled) return Status::kSuccess;
     }
     Message& m = c->ring[sk.cursor % c->ring.size()];
     if (sk.off == stripe_bytes(c->layout, m.size, s)) {
       socket_done_with(c, sk);
       continue;
     }
-    iovec iov[kIovMax];
-    int n = stripe_iov(c->layout, m.data, m.size, s, sk.off, iov, kIovMax);
-    msghdr mh{};
-    mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(n);
-    ssize_t got = recvmsg(sk.fd.get(), &mh, MSG_DONTWAIT);
-    if (got < 0 && errno == EINTR) continue;
-    if (would_block(got)) return Status::kSuccess;
-    if (got <= 0) return io_failure(c, s, got, "receive");
-    sk.off += static_cast<size_t>(got);
-    c->last_progress_ns = now_ns();
+    bool blocked = false;
+    ZCX_TRY(recv_part(c, s, m, &blocked));
+    if (blocked) return Status::kSuccess;
   }
 }
 
