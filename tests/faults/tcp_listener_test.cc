@@ -40,8 +40,8 @@ bool warned_about(const std::string& what) {
   return false;
 }
 
-// The listener's address, read back from its handle (layout in docs/WIRE.md).
-SockAddr handle_address(const char* handle) {
+// The listener's address (and nonce), read back from its handle (layout in docs/WIRE.md).
+SockAddr handle_address(const char* handle, uint64_t* nonce = nullptr) {
   uint8_t payload[kHandlePayloadMax];
   size_t len = 0;
   SockAddr a;
@@ -52,6 +52,7 @@ SockAddr handle_address(const char* handle) {
   uint8_t addr[16];
   r.bytes(addr, sizeof addr);
   int port = r.u16();
+  if (nonce) *nonce = r.u64();
   char text[INET6_ADDRSTRLEN] = "";
   inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, text, sizeof text);
   std::string s = family == 4 ? std::string(text) : "[" + std::string(text) + "]";
@@ -160,6 +161,114 @@ TEST_F(TcpListener, ClientThatHangsUpMidHelloIsDropped) {
   { UniqueFd half = raw_client(addr, std::string(40, 'Z')); }  // closed after 40 bytes
   EXPECT_EQ(accept_for(200), nullptr);
   legit_connection_works();
+}
+
+// A forged but well-authenticated connector (one socket) that then sends hostile framing.
+class TcpWire : public TcpListener {
+ protected:
+  // Connects, presents a valid hello, and returns the accepted recv comm.
+  void forge(UniqueFd* fd, void** recv) {
+    uint64_t nonce = 0;
+    SockAddr addr = handle_address(handle_, &nonce);
+    uint8_t hello[128] = {};
+    wire::Writer w(hello, sizeof hello);
+    w.u32(0x5443585a);
+    w.u16(1);
+    w.u8(1);   // nsocks
+    w.u8(0);   // index
+    w.u64(0x1111);  // the job secret
+    w.u64(nonce);
+    w.u64(0xfeedface);
+    w.u32(9);  // rank
+    w.u32(4242);
+    w.u64(65536);
+    w.u64(524288);
+    w.bytes("forger", 7);
+    *fd = raw_client(addr, std::string(reinterpret_cast<char*>(hello), sizeof hello));
+    *recv = accept_for(3000);
+    ASSERT_NE(*recv, nullptr) << "a valid forged hello was not accepted";
+  }
+  static std::string header(uint32_t magic, uint32_t seq, uint64_t size, int32_t tag) {
+    uint8_t h[24] = {};
+    wire::Writer w(h, sizeof h);
+    w.u32(magic);
+    w.u32(seq);
+    w.u64(size);
+    w.u32(static_cast<uint32_t>(tag));
+    w.u32(0);
+    return std::string(reinterpret_cast<char*>(h), sizeof h);
+  }
+  // Posts a 100-byte receive, feeds `bytes`, and returns how the receive ends.
+  zcx_status_t receive_after(const std::string& bytes, bool close_after, int nrecv = 1) {
+    UniqueFd fd;
+    void* recv = nullptr;
+    forge(&fd, &recv);
+    if (recv == nullptr) return ZCX_ERR_INTERNAL;
+    std::vector<std::vector<char>> bufs(nrecv, std::vector<char>(100));
+    std::vector<void*> reqs;
+    for (int i = 0; i < nrecv; ++i) {
+      void* b = bufs[i].data();
+      size_t cap = 100;
+      int tag = 0;
+      void* r;
+      EXPECT_EQ(post_recv(ops_, recv, 1, &b, &cap, &tag, nullptr, &r), ZCX_SUCCESS);
+      reqs.push_back(r);
+    }
+    (void)socket_send_all(fd.get(), bytes.data(), bytes.size(), Deadline::after_ms(2000), "x");
+    if (close_after) fd.reset();
+    zcx_status_t st = wait_requests(ops_, reqs, nullptr, 3000);
+    last_ = zcx_get_last_error();
+    (void)ops_->close_recv(recv);
+    return st;
+  }
+  std::string last_;
+};
+
+constexpr uint32_t kMsg = 0x4d43585a;
+
+TEST_F(TcpWire, ValidFramingIsReceived) {
+  EXPECT_EQ(receive_after(header(kMsg, 0, 10, 0) + std::string(10, 'a'), false), ZCX_SUCCESS);
+}
+
+TEST_F(TcpWire, SizeBeyondTheBufferIsTruncationNamingThePeer) {
+  EXPECT_EQ(receive_after(header(kMsg, 0, 1000, 0) + std::string(1000, 'a'), false),
+            ZCX_ERR_INVALID_USAGE);
+  EXPECT_NE(last_.find("truncated"), std::string::npos) << last_;
+  EXPECT_NE(last_.find("rank 9"), std::string::npos) << last_;
+  EXPECT_NE(last_.find("forger"), std::string::npos) << last_;
+}
+
+TEST_F(TcpWire, HugeSizeIsAProtocolError) {
+  EXPECT_EQ(receive_after(header(kMsg, 0, UINT64_MAX, 0), false), ZCX_ERR_PROTOCOL);
+  EXPECT_EQ(receive_after(header(kMsg, 0, uint64_t{1} << 63, 0), false), ZCX_ERR_PROTOCOL);
+}
+
+TEST_F(TcpWire, OutOfOrderSequenceIsAProtocolError) {
+  EXPECT_EQ(receive_after(header(kMsg, 5, 10, 0) + std::string(10, 'a'), false),
+            ZCX_ERR_PROTOCOL);
+  std::string twice = header(kMsg, 0, 1, 0) + "a" + header(kMsg, 0, 1, 0) + "b";
+  EXPECT_EQ(receive_after(twice, false, 2), ZCX_ERR_PROTOCOL);
+}
+
+TEST_F(TcpWire, WrongMagicIsAProtocolError) {
+  EXPECT_EQ(receive_after(header(0x12345678, 0, 10, 0), false), ZCX_ERR_PROTOCOL);
+}
+
+TEST_F(TcpWire, ShortPayloadThenCloseIsRemote) {
+  EXPECT_EQ(receive_after(header(kMsg, 0, 50, 0) + std::string(20, 'a'), true), ZCX_ERR_REMOTE);
+  EXPECT_EQ(receive_after(header(kMsg, 0, 50, 0).substr(0, 10), true), ZCX_ERR_REMOTE);
+}
+
+TEST_F(TcpWire, RandomStreamsNeverCrash) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 30; ++trial) {
+    std::string noise = header(kMsg, 0, rng() % 200, 0);
+    noise.resize(24 + rng() % 400);
+    for (size_t i = 24; i < noise.size(); ++i) noise[i] = static_cast<char>(rng());
+    if (trial % 2) noise[static_cast<size_t>(rng() % 24)] = static_cast<char>(rng());
+    zcx_status_t st = receive_after(noise, true, 3);
+    EXPECT_NE(st, ZCX_SUCCESS);  // 3 receives can never all be satisfied by one message
+  }
 }
 
 }  // namespace
