@@ -137,41 +137,79 @@ void socket_done_with(Comm* c, Sock& sk) {
   while (c->head < c->tail && c->ring[c->head % c->ring.size()].socks_left == 0) ++c->head;
 }
 
-Status send_socket(Comm* c, int s) {
+void write_header(uint8_t* h, uint64_t seq_number, const Message& m) {
+  uint32_t magic = kMsgMagic, seq = static_cast<uint32_t>(seq_number), flags = 0;
+  uint64_t size = m.size;
+  int32_t tag = m.tag;
+  memcpy(h, &magic, 4);
+  memcpy(h + 4, &seq, 4);
+  memcpy(h + 8, &size, 8);
+  memcpy(h + 16, &tag, 4);
+  memcpy(h + 20, &flags, 4);
+}
+
+// Bytes socket s sends for message m (socket 0: header included).
+size_t send_part(const Comm* c, const Message& m, int s) {
+  return (s == 0 ? kHeaderBytes : 0) + stripe_bytes(c->layout, m.size, s);
+}
+
+constexpr int kBatchMsgs = 16;
+constexpr size_t kBatchBytes = 256 * 1024;
+
+// Gathers what socket s has to send: the rest of its current message and, on socket 0,
+// small messages queued behind it, so one sendmsg carries many. Returns the iovec count.
+int gather(Comm* c, int s, iovec* iov, uint8_t (*hdrs)[kHeaderBytes]) {
+  Sock& sk = c->socks[s];
+  int n = 0;
+  size_t bytes = 0;
+  for (int k = 0; k < kBatchMsgs && sk.cursor + k < c->tail; ++k) {
+    const Message& m = c->ring[(sk.cursor + k) % c->ring.size()];
+    if (k > 0 && (s != 0 || m.size > c->layout.inline_max || bytes + m.size > kBatchBytes ||
+                  n + 2 > kIovMax))
+      break;
+    size_t off = k == 0 ? sk.off : 0;
+    size_t hdr = s == 0 ? kHeaderBytes : 0;
+    if (off < hdr) {
+      write_header(hdrs[k], sk.cursor + k, m);
+      iov[n++] = {hdrs[k] + off, hdr - off};
+    }
+    n += stripe_iov(c->layout, m.data, m.size, s, off > hdr ? off - hdr : 0, iov + n,
+                    kIovMax - n);
+    bytes += send_part(c, m, s) - off;
+  }
+  return n;
+}
+
+// Credits `sent` bytes to socket s's messages in order, finishing the ones fully sent.
+void credit(Comm* c, int s, size_t sent) {
   Sock& sk = c->socks[s];
   while (sk.cursor < c->tail) {
-    Message& m = c->ring[sk.cursor % c->ring.size()];
-    size_t hdr = s == 0 ? kHeaderBytes : 0;
-    size_t total = hdr + stripe_bytes(c->layout, m.size, s);
-    if (sk.off == total) {
-      socket_done_with(c, sk);
+    size_t total = send_part(c, c->ring[sk.cursor % c->ring.size()], s);
+    size_t take = std::min(sent, total - sk.off);
+    sk.off += take;
+    sent -= take;
+    if (sk.off < total) return;
+    socket_done_with(c, sk);
+  }
+}
+
+Status send_socket(Comm* c, int s) {
+  Sock& sk = c->socks[s];
+  iovec iov[kIovMax + 1];
+  uint8_t hdrs[kBatchMsgs][kHeaderBytes];
+  while (sk.cursor < c->tail) {
+    if (sk.off == send_part(c, c->ring[sk.cursor % c->ring.size()], s)) {
+      socket_done_with(c, sk);  // nothing for this socket in that message
       continue;
     }
-    iovec iov[kIovMax + 1];
-    int n = 0;
-    uint8_t h[kHeaderBytes];
-    if (sk.off < hdr) {
-      uint32_t seq = static_cast<uint32_t>(sk.cursor);
-      uint64_t size = m.size;
-      int32_t tag = m.tag;
-      uint32_t magic = kMsgMagic, flags = 0;
-      memcpy(h, &magic, 4);
-      memcpy(h + 4, &seq, 4);
-      memcpy(h + 8, &size, 8);
-      memcpy(h + 16, &tag, 4);
-      memcpy(h + 20, &flags, 4);
-      iov[n++] = {h + sk.off, hdr - sk.off};
-    }
-    n += stripe_iov(c->layout, m.data, m.size, s, sk.off > hdr ? sk.off - hdr : 0, iov + n,
-                    kIovMax);
     msghdr mh{};
     mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(n);
+    mh.msg_iovlen = static_cast<size_t>(gather(c, s, iov, hdrs));
     ssize_t got = sendmsg(sk.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (got < 0 && errno == EINTR) continue;
     if (would_block(got)) return Status::kSuccess;
     if (got <= 0) return io_failure(c, s, got < 0 ? got : -1, "send");
-    sk.off += static_cast<size_t>(got);
+    credit(c, s, static_cast<size_t>(got));
     c->last_progress_ns = now_ns();
   }
   return Status::kSuccess;
