@@ -78,6 +78,7 @@ struct Context {
   SockAddr addr;
   std::string ifname;
   zcx_device_props_t props{};
+  int ndev = 0;   // 0 when ZCX_SOCKET_IFNAME matches no interface
   std::mutex mu;  // guards connecting
   std::map<std::string, std::unique_ptr<Connector>> connecting;
 };
