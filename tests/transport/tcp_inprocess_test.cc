@@ -165,6 +165,57 @@ TEST_F(TcpInProcess, PoolExhaustionSaysRetryLater) {
   // Closing with requests in flight is allowed (TearDown).
 }
 
+TEST_F(TcpInProcess, MessagesSentBeforeReceivesArePostedStayInOrder) {
+  // Small messages pile up in the socket (and zcx's staging) before any receive exists;
+  // a large one in the middle crosses the staged bytes into direct reads.
+  std::vector<size_t> sizes{0, 1, 24, 3000, 17, 700000, 5, 65536, 65537, 9};
+  std::vector<std::vector<uint8_t>> src(sizes.size());
+  std::vector<void*> sends;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    src[i].resize(sizes[i]);
+    fill_pattern(src[i].data(), sizes[i], static_cast<int>(i));
+    void* s;
+    ASSERT_EQ(post_send(ops_, send_, src[i].data(), sizes[i], static_cast<int>(i), nullptr, &s),
+              ZCX_SUCCESS);
+    sends.push_back(s);
+  }
+  for (int k = 0; k < 50; ++k)  // let the small ones reach the receiver's socket
+    for (void*& s : sends) {
+      int done = 0;
+      if (s == nullptr) continue;
+      ASSERT_EQ(ops_->test(s, &done, nullptr), ZCX_SUCCESS);
+      if (done) s = nullptr;
+    }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<uint8_t> dst(sizes[i] + 8, 0);
+    void* buf = dst.data();
+    size_t cap = dst.size();
+    int tag = static_cast<int>(i);
+    void* r;
+    ASSERT_EQ(post_recv(ops_, recv_, 1, &buf, &cap, &tag, nullptr, &r), ZCX_SUCCESS);
+    std::vector<void*> reqs{r};
+    reqs.insert(reqs.end(), sends.begin(), sends.end());
+    std::vector<size_t> got;
+    ASSERT_EQ(wait_requests(ops_, reqs, &got), ZCX_SUCCESS) << zcx_get_last_error();
+    sends.assign(reqs.begin() + 1, reqs.end());
+    EXPECT_EQ(got[0], sizes[i]);
+    EXPECT_EQ(check_pattern(dst.data(), sizes[i], static_cast<int>(i)), "") << "message " << i;
+  }
+}
+
+TEST_F(TcpInProcess, TagMatchingNoBufferIsAnError) {
+  std::vector<uint8_t> src(10), dst(10);
+  void* bufs[2] = {dst.data(), dst.data()};
+  size_t caps[2] = {5, 5};
+  int tags[2] = {1, 2};
+  void *r, *s;
+  ASSERT_EQ(post_recv(ops_, recv_, 2, bufs, caps, tags, nullptr, &r), ZCX_SUCCESS);
+  ASSERT_EQ(post_send(ops_, send_, src.data(), 3, 99, nullptr, &s), ZCX_SUCCESS);
+  std::vector<void*> reqs{s, r};
+  EXPECT_EQ(wait_requests(ops_, reqs, nullptr), ZCX_ERR_INVALID_USAGE);
+  EXPECT_NE(std::string(zcx_get_last_error()).find("tag 99"), std::string::npos);
+}
+
 TEST_F(TcpInProcess, TruncationIsAnErrorNamingThePeer) {
   std::vector<uint8_t> src(100), dst(50);
   void* buf = dst.data();
@@ -237,6 +288,38 @@ TEST_F(TcpInProcess, StripingWorksForEverySocketCountAndChunk) {
         transfer(size);
     }
   }
+}
+
+TEST(TcpInterface, SocketIfnamePicksTheInterface) {
+  config::ScopedOverride ifname("ZCX_SOCKET_IFNAME", "=lo");
+  const zcx_provider_ops_t* ops = provider_find("tcp");
+  ASSERT_NE(ops, nullptr);
+  ProviderCtx a, b;
+  ASSERT_EQ(a.init(ops, 0, 2, 1), ZCX_SUCCESS) << zcx_get_last_error();
+  ASSERT_EQ(b.init(ops, 1, 2, 1), ZCX_SUCCESS) << zcx_get_last_error();
+  zcx_device_props_t p{};
+  ASSERT_EQ(ops->get_properties(a.ctx, 0, &p), ZCX_SUCCESS);
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.speed_mbps, 10000);  // loopback has no sysfs speed: the documented fallback
+  void *send, *recv;
+  ASSERT_EQ(connect_pair(a, b, &send, &recv), ZCX_SUCCESS) << zcx_get_last_error();
+  EXPECT_EQ(ops->close_send(send), ZCX_SUCCESS);
+  EXPECT_EQ(ops->close_recv(recv), ZCX_SUCCESS);
+}
+
+TEST(TcpInterface, UnknownInterfaceMeansZeroDevices) {
+  config::ScopedOverride ifname("ZCX_SOCKET_IFNAME", "=nosuchif0");
+  const zcx_provider_ops_t* ops = provider_find("tcp");
+  ASSERT_NE(ops, nullptr);
+  ProviderCtx a;
+  ASSERT_EQ(a.init(ops, 0, 2, 1), ZCX_SUCCESS);  // 0 devices is not an error
+  int ndev = -1;
+  ASSERT_EQ(ops->devices(a.ctx, &ndev), ZCX_SUCCESS);
+  EXPECT_EQ(ndev, 0);
+  char handle[ZCX_HANDLE_BYTES];
+  void* listen = nullptr;
+  EXPECT_EQ(ops->listen(a.ctx, 0, handle, &listen), ZCX_ERR_NO_DEVICE);
+  EXPECT_NE(std::string(zcx_get_last_error()).find("ZCX_SOCKET_IFNAME"), std::string::npos);
 }
 
 }  // namespace

@@ -37,6 +37,8 @@ inline constexpr uint16_t kWireVersion = 1;
 inline constexpr size_t kHelloBytes = 128;
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr int kIovMax = 64;
+inline constexpr size_t kStageBytes = 64 * 1024;
+inline constexpr size_t kStageBelow = 16 * 1024;  // payload rests shorter than this are staged
 
 // Object tags: catch a comm or request of the wrong kind (or a freed one) at the boundary.
 enum : uint32_t {
@@ -76,6 +78,7 @@ struct Context {
   SockAddr addr;
   std::string ifname;
   zcx_device_props_t props{};
+  int ndev = 0;   // 0 when ZCX_SOCKET_IFNAME matches no interface
   std::mutex mu;  // guards connecting
   std::map<std::string, std::unique_ptr<Connector>> connecting;
 };
@@ -129,7 +132,10 @@ struct Comm {
   std::vector<Request*> pending;  // recv: requests with unmatched buffers, in order
   size_t pend_head = 0, pend_count = 0;
   uint8_t hdr[kHeaderBytes]{};
-  size_t hdr_got = 0;
+  // recv: socket 0 reads small things (headers, short payloads) into this staging buffer so
+  // that one recv() takes a header with its payload, or several small messages at once.
+  std::vector<char> stage;
+  size_t stage_begin = 0, stage_end = 0;
   int64_t last_progress_ns = 0;
   StickyError error;
 };

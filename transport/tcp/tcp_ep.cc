@@ -357,6 +357,10 @@ bool pending_step(Listener* l, PendingSock& p) {
       return true;
     }
     p.got += static_cast<size_t>(n);
+    if (p.got >= 4 && wire::Reader(p.buf.data(), 4).u32() != kHelloMagic) {
+      reject(l, p.from, "not a zcx tcp connection (wrong magic)");  // e.g. an HTTP scraper
+      return true;
+    }
   }
   Hello h;
   const char* why = nullptr;

@@ -69,7 +69,10 @@ std::unique_ptr<Comm> comm_create(Context* ctx, bool is_send, const zcx_peer_inf
   c->free_reqs.reserve(kMaxRequests);
   for (int i = kMaxRequests - 1; i >= 0; --i) c->free_reqs.push_back(i);
   c->ring.resize(is_send ? kMaxRequests : kRecvMsgSlots);
-  if (!is_send) c->pending.resize(kMaxRequests);
+  if (!is_send) {
+    c->pending.resize(kMaxRequests);
+    c->stage.resize(kStageBytes);
+  }
   c->last_progress_ns = now_ns();
   ZCX_INFO(kLogTcp, "tcp %s comm with %s up: %d sockets, inline %zu, chunk %zu",
            is_send ? "send" : "recv", c->peer_text.c_str(), layout.nsocks, layout.inline_max,
@@ -134,41 +137,79 @@ void socket_done_with(Comm* c, Sock& sk) {
   while (c->head < c->tail && c->ring[c->head % c->ring.size()].socks_left == 0) ++c->head;
 }
 
-Status send_socket(Comm* c, int s) {
+void write_header(uint8_t* h, uint64_t seq_number, const Message& m) {
+  uint32_t magic = kMsgMagic, seq = static_cast<uint32_t>(seq_number), flags = 0;
+  uint64_t size = m.size;
+  int32_t tag = m.tag;
+  memcpy(h, &magic, 4);
+  memcpy(h + 4, &seq, 4);
+  memcpy(h + 8, &size, 8);
+  memcpy(h + 16, &tag, 4);
+  memcpy(h + 20, &flags, 4);
+}
+
+// Bytes socket s sends for message m (socket 0: header included).
+size_t send_part(const Comm* c, const Message& m, int s) {
+  return (s == 0 ? kHeaderBytes : 0) + stripe_bytes(c->layout, m.size, s);
+}
+
+constexpr int kBatchMsgs = 16;
+constexpr size_t kBatchBytes = 256 * 1024;
+
+// Gathers what socket s has to send: the rest of its current message and, on socket 0,
+// small messages queued behind it, so one sendmsg carries many. Returns the iovec count.
+int gather(Comm* c, int s, iovec* iov, uint8_t (*hdrs)[kHeaderBytes]) {
+  Sock& sk = c->socks[s];
+  int n = 0;
+  size_t bytes = 0;
+  for (int k = 0; k < kBatchMsgs && sk.cursor + k < c->tail; ++k) {
+    const Message& m = c->ring[(sk.cursor + k) % c->ring.size()];
+    if (k > 0 && (s != 0 || m.size > c->layout.inline_max || bytes + m.size > kBatchBytes ||
+                  n + 2 > kIovMax))
+      break;
+    size_t off = k == 0 ? sk.off : 0;
+    size_t hdr = s == 0 ? kHeaderBytes : 0;
+    if (off < hdr) {
+      write_header(hdrs[k], sk.cursor + k, m);
+      iov[n++] = {hdrs[k] + off, hdr - off};
+    }
+    n += stripe_iov(c->layout, m.data, m.size, s, off > hdr ? off - hdr : 0, iov + n,
+                    kIovMax - n);
+    bytes += send_part(c, m, s) - off;
+  }
+  return n;
+}
+
+// Credits `sent` bytes to socket s's messages in order, finishing the ones fully sent.
+void credit(Comm* c, int s, size_t sent) {
   Sock& sk = c->socks[s];
   while (sk.cursor < c->tail) {
-    Message& m = c->ring[sk.cursor % c->ring.size()];
-    size_t hdr = s == 0 ? kHeaderBytes : 0;
-    size_t total = hdr + stripe_bytes(c->layout, m.size, s);
-    if (sk.off == total) {
-      socket_done_with(c, sk);
+    size_t total = send_part(c, c->ring[sk.cursor % c->ring.size()], s);
+    size_t take = std::min(sent, total - sk.off);
+    sk.off += take;
+    sent -= take;
+    if (sk.off < total) return;
+    socket_done_with(c, sk);
+  }
+}
+
+Status send_socket(Comm* c, int s) {
+  Sock& sk = c->socks[s];
+  iovec iov[kIovMax + 1];
+  uint8_t hdrs[kBatchMsgs][kHeaderBytes];
+  while (sk.cursor < c->tail) {
+    if (sk.off == send_part(c, c->ring[sk.cursor % c->ring.size()], s)) {
+      socket_done_with(c, sk);  // nothing for this socket in that message
       continue;
     }
-    iovec iov[kIovMax + 1];
-    int n = 0;
-    uint8_t h[kHeaderBytes];
-    if (sk.off < hdr) {
-      uint32_t seq = static_cast<uint32_t>(sk.cursor);
-      uint64_t size = m.size;
-      int32_t tag = m.tag;
-      uint32_t magic = kMsgMagic, flags = 0;
-      memcpy(h, &magic, 4);
-      memcpy(h + 4, &seq, 4);
-      memcpy(h + 8, &size, 8);
-      memcpy(h + 16, &tag, 4);
-      memcpy(h + 20, &flags, 4);
-      iov[n++] = {h + sk.off, hdr - sk.off};
-    }
-    n += stripe_iov(c->layout, m.data, m.size, s, sk.off > hdr ? sk.off - hdr : 0, iov + n,
-                    kIovMax);
     msghdr mh{};
     mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(n);
+    mh.msg_iovlen = static_cast<size_t>(gather(c, s, iov, hdrs));
     ssize_t got = sendmsg(sk.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (got < 0 && errno == EINTR) continue;
     if (would_block(got)) return Status::kSuccess;
     if (got <= 0) return io_failure(c, s, got < 0 ? got : -1, "send");
-    sk.off += static_cast<size_t>(got);
+    credit(c, s, static_cast<size_t>(got));
     c->last_progress_ns = now_ns();
   }
   return Status::kSuccess;
@@ -210,26 +251,94 @@ Status match_header(Comm* c) {
     c->pend_head = (c->pend_head + 1) % c->pending.size();
     --c->pend_count;
   }
-  c->hdr_got = 0;
   return Status::kSuccess;
 }
 
-// Socket 0 reads the next header once a receive buffer and a ring slot wait for it.
+size_t staged(const Comm* c) { return c->stage_end - c->stage_begin; }
+
+// Reads what socket 0 has into the staging buffer; *got tells whether anything came.
+Status stage_fill(Comm* c, bool* got) {
+  *got = false;
+  if (c->stage_begin > 0) {
+    memmove(c->stage.data(), c->stage.data() + c->stage_begin, staged(c));
+    c->stage_end -= c->stage_begin;
+    c->stage_begin = 0;
+  }
+  for (;;) {
+    ssize_t n = recv(c->socks[0].fd.get(), c->stage.data() + c->stage_end,
+                     c->stage.size() - c->stage_end, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (would_block(n)) return Status::kSuccess;
+    if (n <= 0) return io_failure(c, 0, n, "receive");
+    c->stage_end += static_cast<size_t>(n);
+    c->last_progress_ns = now_ns();
+    *got = true;
+    return Status::kSuccess;
+  }
+}
+
+// Socket 0 takes the next header once a receive buffer and a ring slot wait for it.
 Status recv_header(Comm* c, bool* stalled) {
   *stalled = c->pend_count == 0 || c->tail - c->head >= c->ring.size();
   if (*stalled) return Status::kSuccess;
-  ssize_t n = recv(c->socks[0].fd.get(), c->hdr + c->hdr_got, kHeaderBytes - c->hdr_got,
-                   MSG_DONTWAIT);
-  if (n < 0 && errno == EINTR) return Status::kSuccess;
-  if (would_block(n)) {
-    *stalled = true;
+  if (staged(c) < kHeaderBytes) {
+    bool got = false;
+    ZCX_TRY(stage_fill(c, &got));
+    if (staged(c) < kHeaderBytes) {
+      *stalled = true;
+      return Status::kSuccess;
+    }
+  }
+  memcpy(c->hdr, c->stage.data() + c->stage_begin, kHeaderBytes);
+  c->stage_begin += kHeaderBytes;
+  return match_header(c);
+}
+
+// Moves staged bytes into socket 0's part of message m.
+void unstage(Comm* c, Message& m, Sock& sk) {
+  size_t want = std::min(staged(c), stripe_bytes(c->layout, m.size, 0) - sk.off);
+  iovec iov[kIovMax];
+  int n = stripe_iov(c->layout, m.data, m.size, 0, sk.off, iov, kIovMax);
+  size_t done = 0;
+  for (int i = 0; i < n && done < want; ++i) {
+    size_t len = std::min(iov[i].iov_len, want - done);
+    memcpy(iov[i].iov_base, c->stage.data() + c->stage_begin + done, len);
+    done += len;
+  }
+  c->stage_begin += done;
+  sk.off += done;
+}
+
+// Reads socket s's part of message m; *blocked when the socket has nothing more now.
+Status recv_part(Comm* c, int s, Message& m, bool* blocked) {
+  Sock& sk = c->socks[s];
+  *blocked = false;
+  if (s == 0 && staged(c) > 0) {
+    unstage(c, m, sk);
     return Status::kSuccess;
   }
-  if (n <= 0) return io_failure(c, 0, n, "receive");
-  c->hdr_got += static_cast<size_t>(n);
+  if (s == 0 && stripe_bytes(c->layout, m.size, 0) - sk.off < kStageBelow) {
+    ZCX_TRY(stage_fill(c, blocked));
+    *blocked = !*blocked;
+    return Status::kSuccess;
+  }
+  iovec iov[kIovMax];
+  int n = stripe_iov(c->layout, m.data, m.size, s, sk.off, iov, kIovMax);
+  msghdr mh{};
+  mh.msg_iov = iov;
+  mh.msg_iovlen = static_cast<size_t>(n);
+  ssize_t got;
+  do {
+    got = recvmsg(sk.fd.get(), &mh, MSG_DONTWAIT);
+  } while (got < 0 && errno == EINTR);
+  if (would_block(got)) {
+    *blocked = true;
+    return Status::kSuccess;
+  }
+  if (got <= 0) return io_failure(c, s, got, "receive");
+  sk.off += static_cast<size_t>(got);
   c->last_progress_ns = now_ns();
-  if (c->hdr_got < kHeaderBytes) return Status::kSuccess;
-  return match_header(c);
+  return Status::kSuccess;
 }
 
 Status recv_socket(Comm* c, int s) {
@@ -239,27 +348,16 @@ Status recv_socket(Comm* c, int s) {
       if (s != 0) return Status::kSuccess;  // header not yet read by socket 0
       bool stalled = false;
       ZCX_TRY(recv_header(c, &stalled));
-      if (stalled || sk.cursor == c->tail) {
-        if (stalled) return Status::kSuccess;
-        continue;
-      }
+      if (stalled) return Status::kSuccess;
     }
     Message& m = c->ring[sk.cursor % c->ring.size()];
     if (sk.off == stripe_bytes(c->layout, m.size, s)) {
       socket_done_with(c, sk);
       continue;
     }
-    iovec iov[kIovMax];
-    int n = stripe_iov(c->layout, m.data, m.size, s, sk.off, iov, kIovMax);
-    msghdr mh{};
-    mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(n);
-    ssize_t got = recvmsg(sk.fd.get(), &mh, MSG_DONTWAIT);
-    if (got < 0 && errno == EINTR) continue;
-    if (would_block(got)) return Status::kSuccess;
-    if (got <= 0) return io_failure(c, s, got, "receive");
-    sk.off += static_cast<size_t>(got);
-    c->last_progress_ns = now_ns();
+    bool blocked = false;
+    ZCX_TRY(recv_part(c, s, m, &blocked));
+    if (blocked) return Status::kSuccess;
   }
 }
 
