@@ -63,7 +63,8 @@ Status SocketBootstrap::read_frame(int fd, bootwire::FrameHeader* h, const Deadl
   uint8_t hdr[bootwire::kFrameHeaderBytes];
   Status s = socket_recv_all(fd, hdr, sizeof hdr, dl, who.c_str());
   if (failed(s))
-    return set_error(s, kLogBootstrap, "rank %d (%s): %s", rank_, my_host_.c_str(), last_error());
+    return set_error(s, kLogBootstrap, "rank %d (%s): %s%s", rank_, my_host_.c_str(), last_error(),
+                     s == Status::kRemote ? " (did it exit or crash?)" : "");
   if (failed(bootwire::decode_frame_header(hdr, h)))
     return set_error(Status::kProtocol, kLogBootstrap, "rank %d: malformed bootstrap frame from %s",
                      rank_, who.c_str());
@@ -114,7 +115,7 @@ Status SocketBootstrap::root_allgather(uint8_t* data, size_t bytes, uint32_t seq
       return root_fail(s, "bootstrap root: " + who(r) + " did not enter allgather/barrier #" +
                               std::to_string(seq) + " within ZCX_TIMEOUT (stuck, or its calls "
                               "differ from the other ranks')");
-    if (failed(s)) return root_fail(s, std::string("bootstrap root: ") + last_error());
+    if (failed(s)) return root_fail(s, std::string("bootstrap root ") + last_error());
     if (h.type != bootwire::FrameType::kGather || h.tag != seq || h.len != bytes)
       return root_fail(Status::kMismatch,
                        "bootstrap root: " + who(r) + " sent collective #" + std::to_string(h.tag) +
