@@ -187,3 +187,39 @@ TEST(BootstrapProcesses, AllgatherBarrierSendRecvAcross4Processes) {
 
 }  // namespace
 }  // namespace zcx
+
+namespace zcx {
+namespace {
+
+TEST(BootstrapIpv6, UniqueIdAndJobOverIpv6Loopback) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "10");
+  SockAddr any6, root;
+  UniqueFd probe;
+  ASSERT_EQ(sockaddr_parse("[::1]:0", &any6), Status::kSuccess);
+  if (failed(socket_listen(any6, 1, &probe, &root))) GTEST_SKIP() << "no IPv6 loopback here";
+  probe.reset();
+  UniqueId id;
+  id.root = root;
+  id.secret = 0x5eed;
+  zcx_unique_id_t raw;
+  ASSERT_EQ(unique_id_encode(id, &raw), Status::kSuccess);
+  UniqueId back;
+  ASSERT_EQ(unique_id_decode(raw, &back), Status::kSuccess);
+  EXPECT_EQ(back.root.to_string(), root.to_string());
+  std::unique_ptr<Bootstrap> bs[2];
+  test::run_threads(2, [&](int r) {
+    ASSERT_EQ(Bootstrap::init(back, r, 2, &bs[r]), Status::kSuccess) << last_error();
+    int slots[2] = {0, 0};
+    slots[r] = r + 40;
+    ASSERT_EQ(bs[r]->allgather(slots, sizeof(int)), Status::kSuccess) << last_error();
+    EXPECT_EQ(slots[0], 40);
+    EXPECT_EQ(slots[1], 41);
+    int v = r;
+    ASSERT_EQ(bs[r]->send(1 - r, 0, &v, sizeof v), Status::kSuccess) << last_error();
+    ASSERT_EQ(bs[r]->recv(1 - r, 0, &v, sizeof v), Status::kSuccess) << last_error();
+    EXPECT_EQ(v, 1 - r);
+  });
+}
+
+}  // namespace
+}  // namespace zcx
