@@ -223,3 +223,24 @@ TEST(BootstrapIpv6, UniqueIdAndJobOverIpv6Loopback) {
 
 }  // namespace
 }  // namespace zcx
+
+namespace zcx {
+namespace {
+
+TEST(BootstrapPeers, SendToAGoneRankFailsFastNamingIt) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "30");
+  UniqueId id;
+  ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+  std::unique_ptr<Bootstrap> bs[2];
+  test::run_threads(2, [&](int r) { ASSERT_EQ(Bootstrap::init(id, r, 2, &bs[r]), Status::kSuccess); });
+  bs[1].reset();  // rank 1 is gone (its listeners are closed)
+  int64_t t0 = now_ms();
+  EXPECT_EQ(bs[0]->send(1, 0, "x", 1), Status::kRemote);
+  EXPECT_LT(now_ms() - t0, 1000);
+  EXPECT_NE(std::string(last_error()).find("rank 1"), std::string::npos) << last_error();
+  EXPECT_EQ(bs[0]->barrier(), Status::kRemote);  // the root sees rank 1's connection closed
+  EXPECT_NE(std::string(last_error()).find("rank 1"), std::string::npos) << last_error();
+}
+
+}  // namespace
+}  // namespace zcx
