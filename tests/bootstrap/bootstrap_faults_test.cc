@@ -114,6 +114,28 @@ TEST(BootstrapFaults, RankKilledWhileWaitingForOthers) {
   }
 }
 
+// A rank that enters allgather after the root already failed the job and exited still
+// learns which rank failed (the root's report is read even though sending to it fails).
+TEST(BootstrapFaults, LateRankLearnsWhoFailed) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "5");
+  UniqueId id;
+  ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+  std::unique_ptr<Bootstrap> bs[3];
+  test::run_threads(3, [&](int r) { ASSERT_EQ(Bootstrap::init(id, r, 3, &bs[r]), Status::kSuccess); });
+  bs[2].reset();  // rank 2 dies
+  int slot[3] = {};
+  EXPECT_EQ(bs[0]->allgather(slot, sizeof(int)), Status::kRemote);  // the root notices...
+  bs[0].reset();                                                     // ...reports, and exits
+  usleep(100000);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the first send may still succeed
+    Status s = bs[1]->allgather(slot, sizeof(int));
+    EXPECT_TRUE(failed(s));
+    if (attempt == 0) {
+      EXPECT_NE(std::string(last_error()).find("rank 2"), std::string::npos) << last_error();
+    }
+  }
+}
+
 // Ranks that call allgather with different sizes all fail with an error that says so.
 TEST(BootstrapFaults, MismatchedAllgatherFailsEveryRank) {
   config::ScopedOverride timeout("ZCX_TIMEOUT", "5");
