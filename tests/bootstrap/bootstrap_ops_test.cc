@@ -244,3 +244,37 @@ TEST(BootstrapPeers, SendToAGoneRankFailsFastNamingIt) {
 
 }  // namespace
 }  // namespace zcx
+
+namespace zcx {
+namespace {
+
+TEST(BootstrapAbort, AbortEndsBlockedCallsInOtherThreads) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "30");
+  UniqueId id;
+  ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+  std::unique_ptr<Bootstrap> bs[2];
+  test::run_threads(2, [&](int r) { ASSERT_EQ(Bootstrap::init(id, r, 2, &bs[r]), Status::kSuccess); });
+  // Rank 1 blocks in allgather (rank 0 never joins it), rank 0 blocks in recv.
+  Status gather = Status::kSuccess, recv = Status::kSuccess;
+  int64_t t0 = now_ms();
+  std::thread t1([&] {
+    int slots[2] = {};
+    gather = bs[1]->allgather(slots, sizeof(int));
+  });
+  std::thread t0r([&] {
+    int v;
+    recv = bs[0]->recv(1, 9, &v, sizeof v);
+  });
+  usleep(200000);
+  bs[0]->abort();
+  bs[1]->abort();
+  bs[1]->abort();
+  t1.join();
+  t0r.join();
+  EXPECT_EQ(gather, Status::kAborted);
+  EXPECT_EQ(recv, Status::kAborted);
+  EXPECT_LT(now_ms() - t0, 2000);
+}
+
+}  // namespace
+}  // namespace zcx

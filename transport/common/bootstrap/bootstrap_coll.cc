@@ -41,7 +41,8 @@ std::string describe_peer(const Bootstrap& bs, int rank) {
 }
 
 Status SocketBootstrap::check_usable() const {
-  if (aborted_.load()) return set_error_quiet(Status::kAborted, "the bootstrap was aborted");
+  if (aborted_.load())
+    return set_error_quiet(Status::kAborted, "rank %d: the bootstrap was aborted", rank_);
   if (failed_.load())
     return set_error_quiet(Status::kAborted,
                            "an earlier bootstrap collective failed; the job cannot continue");
@@ -101,7 +102,8 @@ Status SocketBootstrap::allgather(void* data, size_t bytes) {
   uint32_t seq = ++seq_;
   auto* p = static_cast<uint8_t*>(data);
   if (nranks_ == 1) return Status::kSuccess;
-  return rank_ == 0 ? root_allgather(p, bytes, seq) : client_allgather(p, bytes, seq);
+  Status s = rank_ == 0 ? root_allgather(p, bytes, seq) : client_allgather(p, bytes, seq);
+  return failed(s) && aborted_.load() ? check_usable() : s;  // abort() shut the sockets
 }
 
 Status SocketBootstrap::barrier() { return allgather(nullptr, 0); }

@@ -102,6 +102,8 @@ class SocketBootstrap final : public Bootstrap {
   Status check_usable() const;
 
   // bootstrap_p2p.cc
+  Status send_impl(int peer, int tag, const void* data, size_t bytes);
+  Status recv_impl(int peer, int tag, void* data, size_t bytes);
   Status peer_connect(int peer, const Deadline& dl);
   Status check_peer_reply(int peer);
   Status peer_accept_one(const Deadline& dl);

@@ -17,7 +17,18 @@ namespace {
 constexpr size_t kMaxMessageBytes = size_t{64} << 20;
 }  // namespace
 
+// A failure caused by abort() (sockets shut down under us) is reported as kAborted.
 Status SocketBootstrap::send(int peer, int tag, const void* data, size_t bytes) {
+  Status s = send_impl(peer, tag, data, bytes);
+  return failed(s) && aborted_.load() ? check_usable() : s;
+}
+
+Status SocketBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+  Status s = recv_impl(peer, tag, data, bytes);
+  return failed(s) && aborted_.load() ? check_usable() : s;
+}
+
+Status SocketBootstrap::send_impl(int peer, int tag, const void* data, size_t bytes) {
   ZCX_CHECK_ARG(peer >= 0 && peer < nranks_, kLogBootstrap, "send: peer %d out of range [0,%d)",
                 peer, nranks_);
   ZCX_CHECK_ARG(tag >= 0, kLogBootstrap, "send: negative tag %d", tag);
@@ -93,7 +104,7 @@ Status SocketBootstrap::check_peer_reply(int peer) {
   return Status::kSuccess;
 }
 
-Status SocketBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+Status SocketBootstrap::recv_impl(int peer, int tag, void* data, size_t bytes) {
   ZCX_CHECK_ARG(peer >= 0 && peer < nranks_, kLogBootstrap, "recv: peer %d out of range [0,%d)",
                 peer, nranks_);
   ZCX_CHECK_ARG(tag >= 0, kLogBootstrap, "recv: negative tag %d", tag);
