@@ -83,5 +83,80 @@ TEST(BootstrapFaults, RankKilledBeforeAllgatherSurvivorsNameIt) { run_kill_case(
 
 TEST(BootstrapFaults, RootKilledSurvivorsNameRoot) { run_kill_case(3, 0, true, true); }
 
+// Rank 2 joins and is SIGKILLed while it waits for the table (rank 3 never comes): the root
+// sees its connection close and fails the job at once, naming rank 2, instead of timing out.
+TEST(BootstrapFaults, RankKilledWhileWaitingForOthers) {
+  UniqueId id;
+  ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+  int pipes[3][2];
+  pid_t pids[3];
+  int64_t t0 = now_ms();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(pipe(pipes[r]), 0);
+    pids[r] = spawn_rank(id, r, 4, false, false, pipes[r][1]);
+    close(pipes[r][1]);
+  }
+  usleep(500000);  // all three have joined by now
+  kill(pids[2], SIGKILL);
+  for (int r = 0; r < 3; ++r) {
+    int code = test::wait_child(pids[r], (kTimeoutS + 6) * 1000);
+    std::string msg = read_all(pipes[r][0]);
+    close(pipes[r][0]);
+    if (r == 2) {
+      EXPECT_EQ(code, 128 + SIGKILL);
+      continue;
+    }
+    int64_t took = now_ms() - t0;
+    EXPECT_EQ(code, 1) << msg;
+    EXPECT_LT(took, kTimeoutS * 1000) << "should fail on the close, not on the timeout: " << msg;
+    EXPECT_NE(msg.find("rank 2"), std::string::npos) << msg;
+    std::printf("rank %d failed after %lld ms: %s\n", r, static_cast<long long>(took), msg.c_str());
+  }
+}
+
+// A rank that enters allgather after the root already failed the job and exited still
+// learns which rank failed (the root's report is read even though sending to it fails).
+TEST(BootstrapFaults, LateRankLearnsWhoFailed) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "5");
+  UniqueId id;
+  ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+  std::unique_ptr<Bootstrap> bs[3];
+  test::run_threads(3, [&](int r) { ASSERT_EQ(Bootstrap::init(id, r, 3, &bs[r]), Status::kSuccess); });
+  bs[2].reset();  // rank 2 dies
+  int slot[3] = {};
+  EXPECT_EQ(bs[0]->allgather(slot, sizeof(int)), Status::kRemote);  // the root notices...
+  bs[0].reset();                                                     // ...reports, and exits
+  usleep(100000);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the first send may still succeed
+    Status s = bs[1]->allgather(slot, sizeof(int));
+    EXPECT_TRUE(failed(s));
+    if (attempt == 0) {
+      EXPECT_NE(std::string(last_error()).find("rank 2"), std::string::npos) << last_error();
+    }
+  }
+}
+
+// Ranks that call allgather with different sizes all fail with an error that says so.
+TEST(BootstrapFaults, MismatchedAllgatherFailsEveryRank) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "5");
+  UniqueId id;
+  ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+  std::unique_ptr<Bootstrap> bs[3];
+  test::run_threads(3, [&](int r) { ASSERT_EQ(Bootstrap::init(id, r, 3, &bs[r]), Status::kSuccess); });
+  Status st[3];
+  std::string msg[3];
+  test::run_threads(3, [&](int r) {
+    uint64_t buf[3 * 2] = {};
+    st[r] = bs[r]->allgather(buf, r == 1 ? 16 : 8);
+    msg[r] = last_error();
+    EXPECT_EQ(bs[r]->barrier(), Status::kAborted);  // the job cannot continue
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(failed(st[r])) << "rank " << r;
+    EXPECT_NE(msg[r].find("rank 1"), std::string::npos) << msg[r];
+    EXPECT_NE(msg[r].find("differently"), std::string::npos) << msg[r];
+  }
+}
+
 }  // namespace
 }  // namespace zcx

@@ -8,6 +8,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <thread>
+
+#include <unistd.h>
 
 namespace zcx {
 namespace {
@@ -203,6 +206,49 @@ TEST_F(ContextTest, WaitIsBoundedAndAbortIsFinal) {
     EXPECT_EQ(c.progress(), Status::kAborted);
     bool done;
     EXPECT_EQ(c.test(req, &done, nullptr), Status::kAborted);
+  });
+}
+
+TEST_F(ContextTest, SeveralThreadsShareAContext) {
+  constexpr int kMessages = 200;
+  run(2, both_providers, [](Context& c, int r) {
+    Endpoint* ep = nullptr;
+    ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess);
+    std::thread sender([&] {
+      for (int i = 0; i < kMessages; ++i) {
+        int v = r * 100000 + i;
+        Request* req = nullptr;
+        ASSERT_EQ(ep->isend(&v, sizeof v, 0, &req), Status::kSuccess) << last_error();
+        ASSERT_EQ(c.wait(req, nullptr), Status::kSuccess) << last_error();
+      }
+    });
+    for (int i = 0; i < kMessages; ++i) {  // messages arrive in posting order
+      int v = -1;
+      Request* req = nullptr;
+      ASSERT_EQ(ep->irecv(&v, sizeof v, 0, &req), Status::kSuccess) << last_error();
+      ASSERT_EQ(c.wait(req, nullptr), Status::kSuccess) << last_error();
+      ASSERT_EQ(v, (1 - r) * 100000 + i);
+    }
+    sender.join();
+    ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+  });
+}
+
+TEST_F(ContextTest, AbortFromAnotherThreadEndsAWait) {
+  run(2, both_providers, [](Context& c, int r) {
+    Endpoint* ep = nullptr;
+    ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess);
+    int v;
+    Request* req = nullptr;
+    ASSERT_EQ(ep->irecv(&v, sizeof v, 0, &req), Status::kSuccess);
+    std::thread aborter([&] {
+      usleep(100000);
+      c.abort();
+    });
+    int64_t t0 = now_ms();
+    EXPECT_EQ(c.wait(req, nullptr), Status::kAborted);  // ZCX_TIMEOUT is 10 s here
+    EXPECT_LT(now_ms() - t0, 2000);
+    aborter.join();
   });
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 namespace zcx::test {
@@ -28,9 +29,11 @@ struct Ctx {
   int connect_calls = 0;
 };
 
+struct Req;
 struct Recv {
   std::shared_ptr<Channel> ch;
   zcx_peer_info_t peer;
+  std::set<Req*> open;  // receives not yet completed: dropped by close
 };
 
 struct Listen {
@@ -116,7 +119,7 @@ zcx_status_t fk_connect(void* vctx, int, const void* handle, void** send_comm) {
   auto it = g_listens.find(id);
   if (it == g_listens.end()) return ZCX_ERR_REMOTE;
   auto ch = std::make_shared<Channel>();
-  auto* r = new Recv{ch, {ctx->self.rank, 0, {}}};
+  auto* r = new Recv{ch, {ctx->self.rank, 0, {}}, {}};
   memcpy(r->peer.host, ctx->self.host, sizeof r->peer.host);
   r->peer.host[sizeof r->peer.host - 1] = 0;
   it->second->pending.push_back(r);
@@ -180,7 +183,10 @@ zcx_status_t fk_irecv(void* recv_comm, int n, void** data, size_t* sizes, int*, 
   if (n != 1) return ZCX_ERR_UNSUPPORTED;
   if (kReg && sizes[0] > 0 && (mhs == nullptr || mhs[0] == nullptr || !covers(mhs[0], data[0], sizes[0])))
     return ZCX_ERR_INVALID_ARG;
-  *request = new Req{false, static_cast<Recv*>(recv_comm), data[0], sizes[0], 0};
+  auto* recv = static_cast<Recv*>(recv_comm);
+  auto* req = new Req{false, recv, data[0], sizes[0], 0};
+  recv->open.insert(req);
+  *request = req;
   return ZCX_SUCCESS;
 }
 
@@ -197,6 +203,7 @@ zcx_status_t fk_test(void* request, int* done, size_t* sizes) {
   if (r->recv->ch->queue.empty()) return ZCX_SUCCESS;
   Message m = std::move(r->recv->ch->queue.front());
   r->recv->ch->queue.pop_front();
+  r->recv->open.erase(r);
   if (m.data.size() > r->cap) {
     (void)set_error_quiet(Status::kInvalidUsage, "message of %zu bytes into a %zu-byte receive",
                           m.data.size(), r->cap);
@@ -217,6 +224,7 @@ zcx_status_t fk_close_send(void* c) {
 }
 zcx_status_t fk_close_recv(void* c) {
   fake_stats().open_comms--;
+  for (Req* r : static_cast<Recv*>(c)->open) delete r;
   delete static_cast<Recv*>(c);
   return ZCX_SUCCESS;
 }

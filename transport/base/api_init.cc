@@ -23,7 +23,7 @@ zcx_status_t make_context(std::unique_ptr<Bootstrap> bs, zcx_context_t* out) {
   Status s = g_test_options ? Context::create(std::move(bs), *g_test_options, &ctx)
                             : Context::create(std::move(bs), &ctx);
   if (failed(s)) return to_c(s);
-  auto* c = new (std::nothrow) zcx_context{std::move(ctx), {}, {}, {}};
+  auto* c = new (std::nothrow) zcx_context{std::move(ctx), {}, {}, {}, {}};
   if (c == nullptr) return to_c(set_error(Status::kNoMemory, kLogInit, "out of memory"));
   handle_add(c);
   *out = c;

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <mutex>
 
 struct zcx_endpoint {
   zcx_context* owner;
@@ -29,6 +30,7 @@ struct zcx_context {
   std::map<int, std::unique_ptr<zcx_endpoint>> endpoints;
   std::set<zcx_request*> requests;  // open ones; freed when done or at finalize
   std::set<zcx_memreg*> regs;
+  std::mutex mu;  // guards the three containers above (threads may share a context)
 };
 
 namespace zcx {

@@ -27,6 +27,7 @@ Status check_buffer(const void* buf, size_t size, const char* fn) {
 zcx_status_t wrap_request(zcx_endpoint_t ep, Request* r, zcx_request_t* out) {
   auto* w = new (std::nothrow) zcx_request{ep->owner, r};
   if (w == nullptr) return to_c(set_error(Status::kNoMemory, kLogNet, "out of memory"));
+  std::lock_guard<std::mutex> lock(ep->owner->mu);
   ep->owner->requests.insert(w);
   handle_add(w);
   *out = w;
@@ -35,6 +36,7 @@ zcx_status_t wrap_request(zcx_endpoint_t ep, Request* r, zcx_request_t* out) {
 
 void drop_request(zcx_request_t req) {
   handle_remove(req);
+  std::lock_guard<std::mutex> lock(req->owner->mu);
   req->owner->requests.erase(req);
   delete req;
 }
@@ -46,6 +48,7 @@ extern "C" {
 ZCX_API zcx_status_t zcx_endpoint_get(zcx_context_t ctx, int peer, zcx_endpoint_t* ep) {
   if (Status s = check_live(ctx, "context"); failed(s)) return to_c(s);
   if (ep == nullptr) return to_c(set_error(Status::kInvalidArg, kLogNet, "zcx_endpoint_get: ep is NULL"));
+  std::lock_guard<std::mutex> lock(ctx->mu);
   auto it = ctx->endpoints.find(peer);
   if (it == ctx->endpoints.end()) {
     Endpoint* e = nullptr;
@@ -73,7 +76,10 @@ ZCX_API zcx_status_t zcx_mem_register(zcx_context_t ctx, void* buf, size_t size,
   if (failed(s)) return to_c(s);
   auto* m = new (std::nothrow) zcx_memreg{buf, size};
   if (m == nullptr) return to_c(set_error(Status::kNoMemory, kLogMem, "out of memory"));
-  ctx->regs.insert(m);
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    ctx->regs.insert(m);
+  }
   handle_add(m);
   *reg = m;
   return ZCX_SUCCESS;
@@ -82,6 +88,7 @@ ZCX_API zcx_status_t zcx_mem_register(zcx_context_t ctx, void* buf, size_t size,
 ZCX_API zcx_status_t zcx_mem_deregister(zcx_context_t ctx, zcx_memreg_t reg) {
   if (Status s = check_live(ctx, "context"); failed(s)) return to_c(s);
   if (Status s = check_live(reg, "registration"); failed(s)) return to_c(s);
+  std::lock_guard<std::mutex> lock(ctx->mu);
   if (ctx->regs.count(reg) == 0)
     return to_c(set_error(Status::kInvalidArg, kLogMem, "zcx_mem_deregister: registration belongs to another context"));
   Status s = ctx->ctx->mem_deregister(reg->buf, reg->size);

@@ -157,6 +157,7 @@ Status ContextImpl::choose_provider(int peer, const std::string& name, size_t* s
 }
 
 Status ContextImpl::endpoint(int peer, Endpoint** ep, const std::string& provider) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   ZCX_CHECK_ARG(ep != nullptr, kLogInit, "endpoint: output is NULL");
   ZCX_CHECK_ARG(peer >= 0 && peer < nranks(), kLogInit, "endpoint: peer %d out of range [0,%d)",
                 peer, nranks());
@@ -199,6 +200,7 @@ Status ContextImpl::connect_send(int peer, size_t slot, void** send_comm) {
 }
 
 Status ContextImpl::progress() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   ZCX_TRY(check_usable());
   for (ProviderSlot& p : providers_) ZCX_TRY(accept_pending(p));
   for (auto& [key, ep] : endpoints_) {
@@ -239,8 +241,7 @@ Status ContextImpl::check_usable() const {
 }
 
 void ContextImpl::abort() {
-  if (aborted_) return;
-  aborted_ = true;
+  if (aborted_.exchange(true)) return;
   bs_->abort();
 }
 

@@ -40,7 +40,8 @@ class Context {
   virtual ~Context() = default;
   // Takes ownership of the bootstrap. Listens on every selected provider that has a device
   // and allgathers the handles and host identities; connections are made on first use.
-  // Collective over all ranks. Not thread-safe: one thread drives a context at a time.
+  // Collective over all ranks. The methods below may be called from several threads (they
+  // are serialised inside); abort() may be called at any time from any thread.
   static Status create(std::unique_ptr<Bootstrap> bs, std::unique_ptr<Context>* out);
   static Status create(std::unique_ptr<Bootstrap> bs, const ContextOptions& options,
                        std::unique_ptr<Context>* out);

@@ -14,7 +14,9 @@
 #include "base/context.h"
 
 #include <cstdint>
+#include <atomic>
 #include <deque>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <set>
@@ -87,8 +89,10 @@ class ContextImpl final : public Context {
   Status wait(Request* req, size_t* size) override;
   Status progress() override;
   bool request_live(const Request* req) const override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     return live_requests_.count(const_cast<Request*>(req)) != 0;
   }
+  std::recursive_mutex& mutex() { return mu_; }
   void abort() override;
   Status mem_register(void* buf, size_t size) override;
   Status mem_deregister(void* buf, size_t size) override;
@@ -122,7 +126,11 @@ class ContextImpl final : public Context {
   std::map<std::tuple<size_t, void*, void*, size_t>, void*> reg_cache_;
   std::set<std::pair<uintptr_t, size_t>> user_regs_;
   std::set<Request*> live_requests_;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  // Serialises calls from several threads. Recursive because endpoint() and wait() drive
+  // progress(); wait() takes it per iteration so other threads interleave. abort() does not
+  // take it (it must stay bounded while another thread waits).
+  mutable std::recursive_mutex mu_;
 };
 
 // Host identity: the host name plus the kernel boot id (two containers with the same host

@@ -12,6 +12,7 @@ namespace zcx {
 const zcx_provider_ops_t* EndpointImpl::provider() const { return ctx_->slot(slot_).ops; }
 
 Status EndpointImpl::isend(const void* buf, size_t size, int tag, Request** req) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   ZCX_CHECK_ARG(req != nullptr, kLogNet, "isend: request output is NULL");
   ZCX_CHECK_ARG(buf != nullptr || size == 0, kLogNet, "isend: buffer is NULL");
   ZCX_CHECK_ARG(size <= PTRDIFF_MAX && reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size,
@@ -24,6 +25,7 @@ Status EndpointImpl::isend(const void* buf, size_t size, int tag, Request** req)
 }
 
 Status EndpointImpl::irecv(void* buf, size_t size, int tag, Request** req) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   ZCX_CHECK_ARG(req != nullptr, kLogNet, "irecv: request output is NULL");
   ZCX_CHECK_ARG(buf != nullptr || size == 0, kLogNet, "irecv: buffer is NULL");
   ZCX_CHECK_ARG(size <= PTRDIFF_MAX && reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size,
@@ -108,6 +110,7 @@ Status ContextImpl::post_now(Request* req) {
 }
 
 Status ContextImpl::test(Request* req, bool* done, size_t* size) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   ZCX_CHECK_ARG(req != nullptr && live_requests_.count(req), kLogNet,
                 "test: not a live request (already completed, or never returned by isend/irecv)");
   ZCX_CHECK_ARG(done != nullptr, kLogNet, "test: done output is NULL");
@@ -141,15 +144,19 @@ Status ContextImpl::test(Request* req, bool* done, size_t* size) {
 }
 
 Status ContextImpl::wait(Request* req, size_t* size) {
-  ZCX_CHECK_ARG(req != nullptr && live_requests_.count(req), kLogNet, "wait: not a live request");
-  int peer = req->ep->peer_;
-  const char* name = providers_[req->ep->slot_].ops->name;
+  int peer = -1;
+  const char* name = "";
+  {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    ZCX_CHECK_ARG(req != nullptr && live_requests_.count(req), kLogNet, "wait: not a live request");
+    peer = req->ep->peer_;
+    name = providers_[req->ep->slot_].ops->name;
+  }
   Deadline dl = Deadline::after_ms(params::timeout_ms());
   for (int spins = 0;; ++spins) {
     bool done = false;
-    ZCX_TRY(test(req, &done, size));
+    ZCX_TRY(test(req, &done, size));  // test drives progress; each call takes the lock
     if (done) return Status::kSuccess;
-    ZCX_TRY(progress());
     if (dl.expired())
       return set_error(Status::kTimeout, kLogNet,
                        "rank %d: a %s request with %s did not complete within ZCX_TIMEOUT (is "
@@ -191,6 +198,7 @@ void ContextImpl::release_registrations(const void* buf, size_t size) {
 }
 
 Status ContextImpl::mem_register(void* buf, size_t size) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   ZCX_CHECK_ARG(buf != nullptr && size > 0, kLogMem, "mem_register: NULL buffer or zero size");
   ZCX_CHECK_ARG(reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size, kLogMem,
                 "mem_register: size %zu overflows the address space", size);
@@ -202,6 +210,7 @@ Status ContextImpl::mem_register(void* buf, size_t size) {
 }
 
 Status ContextImpl::mem_deregister(void* buf, size_t size) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   if (user_regs_.erase({reinterpret_cast<uintptr_t>(buf), size}) == 0)
     return set_error(Status::kInvalidArg, kLogMem, "mem_deregister: %p (%zu bytes) is not registered",
                      buf, size);

@@ -3,6 +3,7 @@
 #include "common/check.h"
 #include "common/config_vars.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -40,7 +41,8 @@ std::string describe_peer(const Bootstrap& bs, int rank) {
 }
 
 Status SocketBootstrap::check_usable() const {
-  if (aborted_.load()) return set_error_quiet(Status::kAborted, "the bootstrap was aborted");
+  if (aborted_.load())
+    return set_error_quiet(Status::kAborted, "rank %d: the bootstrap was aborted", rank_);
   if (failed_.load())
     return set_error_quiet(Status::kAborted,
                            "an earlier bootstrap collective failed; the job cannot continue");
@@ -63,7 +65,8 @@ Status SocketBootstrap::read_frame(int fd, bootwire::FrameHeader* h, const Deadl
   uint8_t hdr[bootwire::kFrameHeaderBytes];
   Status s = socket_recv_all(fd, hdr, sizeof hdr, dl, who.c_str());
   if (failed(s))
-    return set_error(s, kLogBootstrap, "rank %d (%s): %s", rank_, my_host_.c_str(), last_error());
+    return set_error(s, kLogBootstrap, "rank %d (%s): %s%s", rank_, my_host_.c_str(), last_error(),
+                     s == Status::kRemote ? " (did it exit or crash?)" : "");
   if (failed(bootwire::decode_frame_header(hdr, h)))
     return set_error(Status::kProtocol, kLogBootstrap, "rank %d: malformed bootstrap frame from %s",
                      rank_, who.c_str());
@@ -99,30 +102,41 @@ Status SocketBootstrap::allgather(void* data, size_t bytes) {
   uint32_t seq = ++seq_;
   auto* p = static_cast<uint8_t*>(data);
   if (nranks_ == 1) return Status::kSuccess;
-  return rank_ == 0 ? root_allgather(p, bytes, seq) : client_allgather(p, bytes, seq);
+  Status s = rank_ == 0 ? root_allgather(p, bytes, seq) : client_allgather(p, bytes, seq);
+  return failed(s) && aborted_.load() ? check_usable() : s;  // abort() shut the sockets
 }
 
 Status SocketBootstrap::barrier() { return allgather(nullptr, 0); }
 
+// Gathers from every rank in whatever order they arrive (poll), so a dead rank is noticed at
+// once even while another is still on its way; then sends everyone the result.
 Status SocketBootstrap::root_allgather(uint8_t* data, size_t bytes, uint32_t seq) {
   Deadline dl = Deadline::after_ms(params::timeout_ms());
-  for (int r = 1; r < nranks_; ++r) {
-    int fd = root_conns_[static_cast<size_t>(r)].get();
-    bootwire::FrameHeader h;
-    Status s = read_frame(fd, &h, dl, who(r));
-    if (s == Status::kTimeout)
-      return root_fail(s, "bootstrap root: " + who(r) + " did not enter allgather/barrier #" +
-                              std::to_string(seq) + " within ZCX_TIMEOUT (stuck, or its calls "
-                              "differ from the other ranks')");
-    if (failed(s)) return root_fail(s, std::string("bootstrap root: ") + last_error());
-    if (h.type != bootwire::FrameType::kGather || h.tag != seq || h.len != bytes)
-      return root_fail(Status::kMismatch,
-                       "bootstrap root: " + who(r) + " sent collective #" + std::to_string(h.tag) +
-                           " with " + std::to_string(h.len) + " bytes, rank 0 is in #" +
-                           std::to_string(seq) + " with " + std::to_string(bytes) +
-                           " bytes (ranks call allgather/barrier differently)");
-    s = socket_recv_all(fd, data + static_cast<size_t>(r) * bytes, bytes, dl, who(r).c_str());
-    if (failed(s)) return root_fail(s, std::string("bootstrap root: ") + last_error());
+  std::vector<int> waiting;
+  for (int r = 1; r < nranks_; ++r) waiting.push_back(r);
+  while (!waiting.empty()) {
+    if (dl.expired()) {
+      std::string list;
+      for (size_t i = 0; i < waiting.size() && i < 16; ++i)
+        list += (i ? "," : "") + std::to_string(waiting[i]);
+      return root_fail(Status::kTimeout,
+                       "bootstrap root: " + std::string(waiting.size() > 1 ? "ranks " : "rank ") +
+                           list + " (" + host(waiting[0]) + (waiting.size() > 1 ? ", ..." : "") +
+                           ") did not enter allgather/barrier #" + std::to_string(seq) +
+                           " within ZCX_TIMEOUT (stuck, or its calls differ from the other ranks')");
+    }
+    std::vector<pollfd> fds;
+    for (int r : waiting) fds.push_back({root_conns_[static_cast<size_t>(r)].get(), POLLIN, 0});
+    if (poll(fds.data(), fds.size(), std::min(dl.remaining_ms(), 100)) <= 0) continue;
+    std::vector<int> still;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      if (!fds[i].revents) {
+        still.push_back(waiting[i]);
+        continue;
+      }
+      ZCX_TRY(root_gather_one(waiting[i], data, bytes, seq, dl));
+    }
+    waiting.swap(still);
   }
   size_t total = bytes * static_cast<size_t>(nranks_);
   for (int r = 1; r < nranks_; ++r) {
@@ -133,6 +147,24 @@ Status SocketBootstrap::root_allgather(uint8_t* data, size_t bytes, uint32_t seq
   return Status::kSuccess;
 }
 
+// Reads rank r's Gather frame (it is readable) into its slot; any problem fails the job.
+Status SocketBootstrap::root_gather_one(int r, uint8_t* data, size_t bytes, uint32_t seq,
+                                        const Deadline& dl) {
+  int fd = root_conns_[static_cast<size_t>(r)].get();
+  bootwire::FrameHeader h;
+  Status s = read_frame(fd, &h, dl, who(r));
+  if (failed(s)) return root_fail(s, std::string("bootstrap root ") + last_error());
+  if (h.type != bootwire::FrameType::kGather || h.tag != seq || h.len != bytes)
+    return root_fail(Status::kMismatch,
+                     "bootstrap root: " + who(r) + " sent collective #" + std::to_string(h.tag) +
+                         " with " + std::to_string(h.len) + " bytes, rank 0 is in #" +
+                         std::to_string(seq) + " with " + std::to_string(bytes) +
+                         " bytes (ranks call allgather/barrier differently)");
+  s = socket_recv_all(fd, data + static_cast<size_t>(r) * bytes, bytes, dl, who(r).c_str());
+  if (failed(s)) return root_fail(s, std::string("bootstrap root: ") + last_error());
+  return Status::kSuccess;
+}
+
 Status SocketBootstrap::client_allgather(uint8_t* data, size_t bytes, uint32_t seq) {
   Deadline dl = Deadline::after_ms(params::timeout_ms());
   const std::string root = who(0) + " (the bootstrap root)";
@@ -140,7 +172,7 @@ Status SocketBootstrap::client_allgather(uint8_t* data, size_t bytes, uint32_t s
                          data + static_cast<size_t>(rank_) * bytes, bytes, dl, root);
   if (failed(s)) {
     failed_ = true;
-    return set_error(s, kLogBootstrap, "rank %d: %s", rank_, last_error());
+    return error_from_root(s);
   }
   // The root bounds its own wait by ZCX_TIMEOUT and then reports who failed; wait a little
   // longer than that so its report, not our own timeout, names the culprit.
@@ -157,6 +189,20 @@ Status SocketBootstrap::client_allgather(uint8_t* data, size_t bytes, uint32_t s
   }
   if (failed(s)) failed_ = true;
   return s;
+}
+
+// Sending to the root failed: it has probably failed the job and closed. Its Error frame,
+// which names the rank that failed, may already be waiting in our receive buffer; prefer it.
+Status SocketBootstrap::error_from_root(Status s) {
+  std::string own = last_error();
+  pollfd p{root_conn_.get(), POLLIN, 0};
+  if (poll(&p, 1, 200) > 0) {
+    bootwire::FrameHeader h;
+    h.type = bootwire::FrameType::kTable;  // anything but kError until a header is read
+    Status r = read_frame(root_conn_.get(), &h, Deadline::after_ms(200), who(0) + " (the bootstrap root)");
+    if (r == Status::kRemote && h.type == bootwire::FrameType::kError) return r;
+  }
+  return set_error(s, kLogBootstrap, "rank %d: %s", rank_, own.c_str());
 }
 
 void SocketBootstrap::track_fd(int fd) {

@@ -92,14 +92,18 @@ class SocketBootstrap final : public Bootstrap {
 
   // bootstrap_coll.cc
   Status root_allgather(uint8_t* data, size_t bytes, uint32_t seq);
+  Status root_gather_one(int r, uint8_t* data, size_t bytes, uint32_t seq, const Deadline& dl);
   Status client_allgather(uint8_t* data, size_t bytes, uint32_t seq);
   Status read_frame(int fd, bootwire::FrameHeader* h, const Deadline& dl, const std::string& who);
   Status write_frame(int fd, bootwire::FrameType type, uint32_t tag, const void* data,
                      size_t len, const Deadline& dl, const std::string& who);
-  Status root_fail(Status s, const std::string& message);  // tells the others, then returns s
+  Status root_fail(Status s, const std::string& message);
+  Status error_from_root(Status s);  // tells the others, then returns s
   Status check_usable() const;
 
   // bootstrap_p2p.cc
+  Status send_impl(int peer, int tag, const void* data, size_t bytes);
+  Status recv_impl(int peer, int tag, void* data, size_t bytes);
   Status peer_connect(int peer, const Deadline& dl);
   Status check_peer_reply(int peer);
   Status peer_accept_one(const Deadline& dl);

@@ -11,14 +11,24 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 namespace zcx {
 namespace {
 constexpr size_t kMaxMessageBytes = size_t{64} << 20;
 }  // namespace
 
+// A failure caused by abort() (sockets shut down under us) is reported as kAborted.
 Status SocketBootstrap::send(int peer, int tag, const void* data, size_t bytes) {
+  Status s = send_impl(peer, tag, data, bytes);
+  return failed(s) && aborted_.load() ? check_usable() : s;
+}
+
+Status SocketBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+  Status s = recv_impl(peer, tag, data, bytes);
+  return failed(s) && aborted_.load() ? check_usable() : s;
+}
+
+Status SocketBootstrap::send_impl(int peer, int tag, const void* data, size_t bytes) {
   ZCX_CHECK_ARG(peer >= 0 && peer < nranks_, kLogBootstrap, "send: peer %d out of range [0,%d)",
                 peer, nranks_);
   ZCX_CHECK_ARG(tag >= 0, kLogBootstrap, "send: negative tag %d", tag);
@@ -49,26 +59,22 @@ Status SocketBootstrap::send(int peer, int tag, const void* data, size_t bytes) 
 
 Status SocketBootstrap::peer_connect(int peer, const Deadline& dl) {
   const SockAddr& addr = peers_[static_cast<size_t>(peer)].listen;
+  // The peer listens from its init on, so a refusal means it is gone: no retry.
   UniqueFd fd;
-  Status s = Status::kRemote;
-  while (failed(s) && !dl.expired()) {
-    fd.reset();
-    s = socket_connect_start(addr, &fd);
-    if (ok(s)) s = socket_connect_done(fd.get(), addr);
-    while (s == Status::kInProgress && !dl.expired()) {
-      pollfd p{fd.get(), POLLOUT, 0};
-      poll(&p, 1, std::min(dl.remaining_ms(), 100));
-      s = socket_connect_done(fd.get(), addr);
-    }
-    if (failed(s) && !dl.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Status s = socket_connect_start(addr, &fd);
+  if (ok(s)) s = socket_connect_done(fd.get(), addr);
+  while (s == Status::kInProgress && !dl.expired()) {
+    pollfd p{fd.get(), POLLOUT, 0};
+    poll(&p, 1, std::min(dl.remaining_ms(), 100));
+    s = socket_connect_done(fd.get(), addr);
   }
+  if (s == Status::kInProgress) s = set_error_quiet(Status::kTimeout, "connect timed out");
   uint8_t hello[bootwire::kHelloBytes];
   bootwire::encode_hello(make_hello(bootwire::ConnKind::kPeer), hello);
   std::string name = who(peer);
   if (ok(s)) s = socket_send_all(fd.get(), hello, sizeof hello, dl, name.c_str());
   if (failed(s))
-    return set_error(s == Status::kInProgress ? Status::kTimeout : s, kLogBootstrap,
-                     "rank %d: cannot open a bootstrap connection to %s at %s: %s", rank_,
+    return set_error(s, kLogBootstrap, "rank %d: cannot open a bootstrap connection to %s at %s: %s", rank_,
                      name.c_str(), addr.to_string().c_str(), last_error());
   // The reply comes when the peer next calls recv; send must not wait for it (two ranks
   // sending to each other first would deadlock). check_peer_reply reads it later.
@@ -98,7 +104,7 @@ Status SocketBootstrap::check_peer_reply(int peer) {
   return Status::kSuccess;
 }
 
-Status SocketBootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+Status SocketBootstrap::recv_impl(int peer, int tag, void* data, size_t bytes) {
   ZCX_CHECK_ARG(peer >= 0 && peer < nranks_, kLogBootstrap, "recv: peer %d out of range [0,%d)",
                 peer, nranks_);
   ZCX_CHECK_ARG(tag >= 0, kLogBootstrap, "recv: negative tag %d", tag);
