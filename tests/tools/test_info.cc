@@ -17,6 +17,7 @@ TEST(ZcxInfo, PrintsVersionFeaturesAndProviders) {
   EXPECT_NE(r.out.find(std::string("zcx ") + ZCX_VERSION_STRING + "\n"), std::string::npos);
   EXPECT_NE(r.out.find(std::string("verbs=") + (ZCX_HAVE_VERBS ? "yes" : "no")), std::string::npos);
   EXPECT_NE(r.out.find("providers built:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("providers selected (ZCX_PROVIDERS order):"), std::string::npos);
   // Every provider this build has appears with a section of its own.
   for (const zcx_provider_ops_t* ops : providers_built())
     EXPECT_NE(r.out.find(std::string("\nprovider ") + ops->name + " "), std::string::npos)

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace zcx::info {
 namespace {
@@ -94,6 +95,10 @@ int print_build_and_providers() {
   std::printf("providers built:");
   for (const zcx_provider_ops_t* ops : providers) std::printf(" %s", ops->name);
   std::printf("%s\n", providers.empty() ? " none" : "");
+  std::printf("providers selected (ZCX_PROVIDERS order):");
+  std::vector<const zcx_provider_ops_t*> selected = providers_selected();
+  for (const zcx_provider_ops_t* ops : selected) std::printf(" %s", ops->name);
+  std::printf("%s\n", selected.empty() ? " none" : "");
   for (const zcx_provider_ops_t* ops : providers) print_provider(ops);
   return 0;
 }

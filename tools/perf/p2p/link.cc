@@ -50,7 +50,12 @@ Status Link::init_provider(const zcx_provider_ops_t* ops, int dev, Bootstrap& bs
                      "provider %s has %d device(s) on %s; --device %d does not exist "
                      "(zcx-info lists them)", ops->name, ndev, self.host, dev);
   dev_ = dev;
-  return check(ops->get_properties(ctx_, dev, &props_), "get_properties", "no peer yet");
+  ZCX_TRY(check(ops->get_properties(ctx_, dev, &props_), "get_properties", "no peer yet"));
+  if ((props_.mem_kinds & ZCX_MEM_HOST) == 0)
+    return set_error(Status::kUnsupported, kLogNet,
+                     "provider %s device %d does not move host memory, and zcx-perf p2p "
+                     "uses host buffers only", ops->name, dev);
+  return Status::kSuccess;
 }
 
 // Every rank listens and publishes its handle; then we connect to the peer's handle and
