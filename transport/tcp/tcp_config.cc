@@ -8,7 +8,7 @@
 namespace zcx::tcp {
 namespace {
 
-const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 2,
+const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 4,
     "Data sockets per tcp connection; large messages are striped over them.", 1, kMaxSocks};
 const config::SizeParam inline_bytes{"ZCX_TCP_INLINE", 64 * 1024,
     "Messages up to this size travel whole on the first socket, right behind their header; "
