@@ -153,6 +153,10 @@ Status progress_recv(Comm* c);
 // Records a comm-fatal error (first wins), logs it, and returns it.
 Status comm_fail(Comm* c, Status s, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
+// tcp_md.cc: registrations are tokens (tcp reads and writes user memory directly).
+Status md_register(void* comm, void* data, size_t size, int kind, void** mhandle);
+Status md_deregister(void* comm, void* mhandle);
+
 // tcp_ep.cc
 struct Listener;
 Status ep_listen(Context* ctx, void* handle, Listener** out);

@@ -11,8 +11,6 @@
 
 namespace zcx::tcp {
 
-Status md_register(void* comm, void* data, size_t size, int kind, void** mhandle);
-Status md_deregister(void* comm, void* mhandle);
 
 namespace {
 
