@@ -13,7 +13,7 @@ const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 4,
 const config::SizeParam inline_bytes{"ZCX_TCP_INLINE", 64 * 1024,
     "Messages up to this size travel whole on the first socket, right behind their header; "
     "larger ones are striped over all sockets (max 1M)."};
-const config::SizeParam chunk{"ZCX_TCP_CHUNK", 512 * 1024,
+const config::SizeParam chunk{"ZCX_TCP_CHUNK", 256 * 1024,
     "Stripe unit of large tcp messages: chunk i goes to socket i mod ZCX_TCP_NSOCKS."};
 const config::SizeParam sndbuf{"ZCX_TCP_SNDBUF", 0,
     "SO_SNDBUF of tcp data sockets in bytes; 0 keeps the kernel's autotuning."};
