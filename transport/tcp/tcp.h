@@ -5,6 +5,8 @@
 // it is at most inline_max bytes, else striped round-robin over all sockets in chunk-byte
 // pieces, read and written directly from and to the user buffer. Every socket walks the
 // message sequence in order, so both sides derive the same layout from (size, layout).
+// A comm and its requests are driven by one thread at a time (as NCCL's proxy does); only
+// connect() shares state (Context::connecting) and takes Context::mu.
 #pragma once
 
 #include "base/provider.h"
