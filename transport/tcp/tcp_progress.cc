@@ -44,6 +44,7 @@ int stripe_iov(const Layout& l, char* base, size_t size, int s, size_t off, iove
     if (gc >= nchunks) break;
     size_t start = gc * l.chunk;
     size_t len = std::min(l.chunk, size - start);
+    if (within >= len) break;  // off is at (or past) the end of this socket's part
     iov[n] = {base + start + within, len - within};
   }
   return n;
