@@ -139,6 +139,8 @@ struct Comm {
   std::vector<char> stage;
   size_t stage_begin = 0, stage_end = 0;
   int64_t last_progress_ns = 0;
+  int64_t timeout_ns = 0;      // ZCX_TIMEOUT, read once when the comm is made
+  uint32_t idle_polls = 0;     // test() calls since the clock was last read
   StickyError error;
 };
 
