@@ -1,5 +1,9 @@
 // ZCX_ variables of the tcp provider. Defaults come from loopback runs of
-// zcx_provider_bench (tests/transport/provider_bench.cc) on the 2-core dev VM.
+// zcx_provider_bench (tests/transport/provider_bench.cc) on the 2-core dev VM, all taken
+// while other jobs loaded it: 4 sockets beat 2 and 1 at 64 MiB (more data in flight when a
+// process is descheduled); a 256K chunk spreads a 1 MiB message over all 4 sockets and beat
+// 512K there, with no difference at 64 MiB. The inline limit only decides which messages
+// stay on socket 0; below one chunk the layout is the same either way.
 #include "common/config.h"
 #include "tcp/tcp.h"
 
