@@ -95,8 +95,8 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     {
       ProviderCtx probe;
       int ndev = 0;
-      if (probe.init(ops, 0, 1, 0) != ZCX_SUCCESS || ops->devices(probe.ctx, &ndev) != ZCX_SUCCESS ||
-          ndev == 0)
+      if (probe.init(ops, 0, 1, 0) != ZCX_SUCCESS ||
+          ops->devices(probe.ctx, &ndev) != ZCX_SUCCESS || ndev == 0)
         GTEST_SKIP() << GetParam() << " has no usable device here: " << zcx_get_last_error();
     }
     if (g_threads > 0) {

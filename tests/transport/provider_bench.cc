@@ -1,11 +1,12 @@
 // A quick two-process benchmark of one provider (tuning aid; zcx-perf is the real tool).
-//   zcx_provider_bench [provider] [bw_bytes] [iters]
+//   zcx_provider_bench [provider] [bw_bytes] [iters] [pin]
 // Forks: the child streams bw_bytes messages to the parent (window of 4), then both
 // ping-pong 8-byte messages. Prints GB/s and the one-way latency (half round trip).
 #include "base/registry.h"
 #include "common/clock.h"
 #include "transport/provider_util.h"
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +49,15 @@ void wait1(void* req) {
   if (st != ZCX_SUCCESS) die("test", st);
 }
 
+// Spins on one request (no allocation, no clock: the ping-pong measures the provider).
+void spin(void* req) {
+  int done = 0;
+  while (!done) {
+    zcx_status_t st = g_ops->test(req, &done, nullptr);
+    if (st != ZCX_SUCCESS) die("test", st);
+  }
+}
+
 void stream(bool sender, void* comm, char* buf, size_t bytes, int iters) {
   const int window = 4;
   std::vector<void*> reqs;
@@ -83,15 +93,18 @@ void pingpong(bool initiator, void* send, void* recv, int iters) {
     void* b = in;
     size_t cap = sizeof in;
     int tag = 0;
-    if (post_recv(g_ops, recv, 1, &b, &cap, &tag, nullptr, &r) != ZCX_SUCCESS) die("irecv", ZCX_ERR_INTERNAL);
+    zcx_status_t st = post_recv(g_ops, recv, 1, &b, &cap, &tag, nullptr, &r);
+    if (st != ZCX_SUCCESS) die("irecv", st);
     if (initiator) {
-      if (post_send(g_ops, send, out, sizeof out, 0, nullptr, &s) != ZCX_SUCCESS) die("isend", ZCX_ERR_INTERNAL);
-      wait1(s);
-      wait1(r);
+      st = post_send(g_ops, send, out, sizeof out, 0, nullptr, &s);
+      if (st != ZCX_SUCCESS) die("isend", st);
+      spin(s);
+      spin(r);
     } else {
-      wait1(r);
-      if (post_send(g_ops, send, out, sizeof out, 0, nullptr, &s) != ZCX_SUCCESS) die("isend", ZCX_ERR_INTERNAL);
-      wait1(s);
+      spin(r);
+      st = post_send(g_ops, send, out, sizeof out, 0, nullptr, &s);
+      if (st != ZCX_SUCCESS) die("isend", st);
+      spin(s);
     }
     us.push_back(static_cast<double>(now_ns() - t0) / 2e3);
   }
@@ -119,6 +132,12 @@ int main(int argc, char** argv) {
   memset(buf.data(), 1, buf.size());
   pid_t pid = fork();
   bool child = pid == 0;
+  if (argc > 4 && strcmp(argv[4], "pin") == 0) {  // one core each, as mpirun binds ranks
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(child ? 1 : 0, &set);
+    sched_setaffinity(0, sizeof set, &set);
+  }
   void *send, *recv;
   connect_both(parent, child ? h_parent : h_child, child ? l_child : l_parent, &send, &recv);
   stream(child, child ? send : recv, buf.data(), bytes, iters);

@@ -247,7 +247,10 @@ TEST_F(TcpInProcess, PeerCloseFailsPendingReceive) {
 }
 
 TEST_F(TcpInProcess, SilentPeerTimesOut) {
-  config::ScopedOverride timeout("ZCX_TIMEOUT", "0.3");
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "0.3");  // read when a comm is made
+  ASSERT_EQ(ops_->close_send(send_), ZCX_SUCCESS);
+  ASSERT_EQ(ops_->close_recv(recv_), ZCX_SUCCESS);
+  ASSERT_EQ(connect_pair(a_, b_, &send_, &recv_), ZCX_SUCCESS) << zcx_get_last_error();
   std::vector<uint8_t> dst(16);
   void* buf = dst.data();
   size_t cap = dst.size();

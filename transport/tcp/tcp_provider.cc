@@ -11,8 +11,6 @@
 
 namespace zcx::tcp {
 
-Status md_register(void* comm, void* data, size_t size, int kind, void** mhandle);
-Status md_deregister(void* comm, void* mhandle);
 
 namespace {
 
@@ -184,8 +182,10 @@ Status irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void
 }
 
 Status check_timeout(Comm* c, Request* r) {
+  // Reading the clock on every idle poll costs more than the poll itself; every 64th will do.
+  if (++c->idle_polls % 64 != 0) return Status::kSuccess;
   int64_t since = std::max(c->last_progress_ns, r->posted_ns);
-  int64_t limit = params::timeout_ms() * 1000000;
+  int64_t limit = c->timeout_ns;
   if (now_ns() - since <= limit) return Status::kSuccess;
   return comm_fail(c, Status::kTimeout, "tcp %s with %s made no progress for %.1f s "
                    "(ZCX_TIMEOUT); is the peer stuck or not posting the matching %s?",
@@ -200,9 +200,11 @@ Status test(void* request, int* done, size_t* sizes) {
   ZCX_CHECK_ARG(r != nullptr && r->tag == kRequestTag, kLogTcp,
                 "tcp test: not a live tcp request (NULL, already completed, or foreign)");
   Comm* c = r->comm;
-  if (c->error.has()) return c->error.raise();
-  ZCX_TRY(c->is_send ? progress_send(c) : progress_recv(c));
-  if (r->left > 0) return check_timeout(c, r);
+  if (r->left > 0) {  // a request that finished before a later failure still reports done
+    if (c->error.has()) return c->error.raise();
+    ZCX_TRY(c->is_send ? progress_send(c) : progress_recv(c));
+    if (r->left > 0) return check_timeout(c, r);
+  }
   *done = 1;
   if (sizes != nullptr)
     for (int i = 0; i < r->n; ++i) sizes[i] = r->got[i];
