@@ -132,10 +132,16 @@ trap 'rm -rf "$work"' EXIT
     [ -n "${!name+x}" ] && printf 'export %s=%q\n' "$name" "${!name}"
   done
   printf 'export PATH=%q\n' "$PATH"
+  # rxe under TCG (and a loaded host) loses packets now and then: a short QP timeout
+  # (14: ~67 ms per try, as in softroce-vm.md) keeps each retransmission cheap.
   echo "export ZCX_RDMA_VM=1 ZCX_IB_HCA=\${ZCX_IB_HCA:-rxe0} ZCX_IB_GID_INDEX=\${ZCX_IB_GID_INDEX:-1}"
+  echo "export ZCX_IB_TIMEOUT=\${ZCX_IB_TIMEOUT:-14}"
   printf 'cd %q || exit 97\n' "$(pwd -P)"
   printf '%q ' "$@"
-  echo
+  echo 'rc=$?'
+  echo 'c=/sys/class/infiniband/rxe0/ports/1/hw_counters'
+  echo 'echo "rdma-vm: rxe0 counters:" $(cd $c 2>/dev/null && grep -H . * 2>/dev/null | grep -v ":0$" | sed "s/:/=/")'
+  echo 'exit $rc'
 } > "$out_dir/guest-cmd.sh"
 
 # --- 4. initramfs ----------------------------------------------------------------------

@@ -47,6 +47,7 @@ extern const config::BoolParam split;         // ZCX_IB_SPLIT_DATA_ON_QPS
 extern const config::IntParam timeout;        // ZCX_IB_TIMEOUT
 extern const config::IntParam retry_cnt;      // ZCX_IB_RETRY_CNT
 extern const config::SizeParam inline_bytes;  // ZCX_IB_INLINE
+extern const config::BoolParam poll_yield;    // ZCX_IB_POLL_YIELD
 extern const config::StringParam test_corrupt_cts;  // ZCX_IB_TEST_CORRUPT_CTS
 }  // namespace params
 
@@ -173,6 +174,7 @@ struct Comm {
   StickyError error;
   int64_t next_sock_check_ns = 0;
   int64_t last_progress_ns = 0;
+  bool poll_yield = false;          // ZCX_IB_POLL_YIELD, read once per comm
   std::mutex mu;                    // one thread at a time in the data path
   ~Comm();
 };

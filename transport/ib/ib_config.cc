@@ -27,6 +27,10 @@ const config::IntParam retry_cnt{"ZCX_IB_RETRY_CNT", 7,
 const config::SizeParam inline_bytes{"ZCX_IB_INLINE", 64,
     "Messages up to this size are sent inline in the work request (no DMA of the source); "
     "0 disables."};
+const config::BoolParam poll_yield{"ZCX_IB_POLL_YIELD", false,
+    "Yield the CPU (sched_yield) when a poll finds nothing. Helps Soft-RoCE (rxe), whose "
+    "kernel work competes with busy-polling processes for the CPU; the rdma-vm runner sets "
+    "it. Leave off on real NICs."};
 const config::StringParam test_corrupt_cts{"ZCX_IB_TEST_CORRUPT_CTS", "",
     "Test hook, never for production: the receiver corrupts the clear-to-send entries it "
     "sends: rkey (wrong key), addr (64 bytes before the buffer), size (claims 4 KiB more "

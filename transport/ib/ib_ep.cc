@@ -53,6 +53,7 @@ std::string describe(const Hello& h, const SockAddr& a) {
 }
 
 void fill_local(Comm* c, const zcx_provider_init_t& self) {
+  c->poll_yield = params::poll_yield.get();
   c->local.secret = self.secret;
   c->local.rank = self.rank;
   c->local.pid = static_cast<int32_t>(getpid());

@@ -8,6 +8,7 @@
 #include "common/log.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cstring>
@@ -92,6 +93,7 @@ Status progress(Comm* c) {
     if (n < 0)
       return comm_fail(c, Status::kSystem, "ib: ibv_poll_cq on %s failed", c->dev->name.c_str());
     for (int i = 0; i < n; ++i) ZCX_TRY(on_completion(c, wcs[i]));
+    if (n == 0 && round == 0 && c->poll_yield) sched_yield();
     if (n < 16) break;
   }
   return Status::kSuccess;
@@ -319,7 +321,10 @@ zcx_status_t isend(void* vcomm, void* data, size_t size, int tag, void* mhandle,
   Status s = cts_pick(c, slot, c->seq + 1, tag, &idx, &nreqs);
   if (s == Status::kInProgress) {
     std::string why;
-    if (!peer_gone(c, &why)) return ZCX_SUCCESS;  // receiver not ready: retry later
+    if (!peer_gone(c, &why)) {  // receiver not ready: retry later
+      if (c->poll_yield) sched_yield();
+      return ZCX_SUCCESS;
+    }
     return to_c(comm_fail(c, Status::kRemote, "ib: peer %s closed its connection or died (%s)",
                           c->peer_desc.c_str(), why.c_str()));
   }

@@ -75,6 +75,10 @@ zcx_status_t reg_mr(void* vcomm, void* data, size_t size, int kind, void** mhand
                           "ib: %s cannot register memory kind %d (supported mask 0x%x; GPU "
                           "memory needs nvidia_peermem or dmabuf)",
                           c->dev->name.c_str(), kind, c->dev->mem_kinds));
+  if (size == 0) {  // nothing to register: size-0 transfers need no key
+    *mhandle = nullptr;
+    return ZCX_SUCCESS;
+  }
   MrEntry* e = nullptr;
   ZCX_IB_TRY_C(mr_register(c->dev, data, size, kind, &e));
   *mhandle = e;

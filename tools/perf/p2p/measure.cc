@@ -48,6 +48,12 @@ Status run_window(Link& link, int total, int window, size_t bytes, bool receivin
     }
     bool done = false;
     size_t got = 0;
+    if (inflight.empty()) {  // nothing accepted yet (e.g. ib waits for the receiver's CTS)
+      if (deadline.expired())
+        return set_error(Status::kTimeout, kLogNet, "with %s: no transfer accepted within "
+                         "ZCX_TIMEOUT", link.peer_name().c_str());
+      continue;
+    }
     ZCX_TRY(link.test(inflight.front(), &done, &got));
     if (done) {
       inflight.pop_front();
