@@ -1,0 +1,39 @@
+// The two phases every ring collective is made of, over blocks of arbitrary sizes and with
+// each block cut into chunks so that consecutive chunks pipeline along the ring.
+#pragma once
+
+#include "schedule/schedule.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace zcx::coll {
+
+struct RingBlocks {
+  std::vector<size_t> off, len;  // bytes, one entry per rank
+  size_t chunk = 0;              // bytes per message, a multiple of the element size
+  size_t nchunks(int b) const;
+  size_t chunk_off(int b, size_t k) const { return off[b] + k * chunk; }
+  size_t chunk_len(int b, size_t k) const;
+};
+// Equal-ish blocks of count elements (allreduce).
+RingBlocks ring_blocks_even(size_t count, size_t esize, int n, size_t chunk);
+// Explicit element counts/displacements (V forms); displs null = packed.
+RingBlocks ring_blocks(const size_t* counts, const size_t* displs, size_t esize, int n,
+                       size_t chunk);
+
+using TaskGrid = std::vector<std::vector<int>>;  // [block][chunk] -> task
+
+// Reduce-scatter: `in` holds the full vector; partial sums go to acc (full layout), the own
+// block's final value to out_own. sends[b][k] gets the send task of each chunk; own_final[k]
+// the task that writes the own block's chunk k.
+void ring_reduce_scatter(Schedule& s, const RingBlocks& B, int r, int n, const uint8_t* in,
+                         uint8_t* acc, uint8_t* out_own, TaskGrid* sends,
+                         std::vector<int>* own_final);
+// Allgather: block r is sent from own_src (after own_ready[k]); every other block is received
+// into out at its offset (after war[b][k], if given: earlier readers of that memory).
+void ring_allgather(Schedule& s, const RingBlocks& B, int r, int n, const uint8_t* own_src,
+                    uint8_t* out, const std::vector<int>& own_ready, const TaskGrid* war);
+
+}  // namespace zcx::coll
