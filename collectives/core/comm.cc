@@ -135,7 +135,9 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   d.nranks = static_cast<uint32_t>(a.nranks);
   d.comm_id = id_;
   d.seq = a.kind == CollKind::kSendRecv ? 0 : ++seq_;
-  d.count = a.count;
+  // The V forms agree on the arrays, not on this rank's own count.
+  bool v = a.kind == CollKind::kAllgatherv || a.kind == CollKind::kReducescatterv;
+  d.count = v ? sum(a.counts, a.nranks) : (a.kind == CollKind::kAlltoallv ? 0 : a.count);
   d.aux = counts_hash(a);
   d.chunk = a.chunk;
   return Status::kSuccess;
