@@ -115,12 +115,17 @@ Status Comm::plan(const OpArgs& in, Op* op) {
     c = select(si);
   }
   a.chunk = c.chunk;
+  // Every collective first checks its ring predecessor's descriptor, so that a disagreement
+  // is a kMismatch somewhere even when the disagreeing ranks would exchange no data.
+  const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;
+  if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
   BuildFn fn = builder_for(a.kind, c.algo);
   Status st = fn ? fn(a, op->sched) : Status::kUnsupported;
   if (st == Status::kUnsupported) {  // declined: the collective's default algorithm
     Algo first;
     candidates(a.kind, &first, 1);
     op->sched = Schedule(a.dtype, a.op);
+    if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
     c.algo = first;
     ZCX_TRY(builder_for(a.kind, first)(a, op->sched));
   } else if (st != Status::kSuccess) {

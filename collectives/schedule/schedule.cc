@@ -52,6 +52,15 @@ int Schedule::recv_checked(int peer, void* buf, size_t bytes, Deps deps) {
   return add(t, deps);
 }
 
+void Schedule::check_link(int to, int from) {
+  Task snd{TaskKind::kSend};
+  snd.peer = to;
+  add(snd, {});
+  Task rcv{TaskKind::kRecv};
+  rcv.peer = from;
+  add(rcv, {});
+}
+
 int Schedule::reduce(void* dst, const void* a, const void* b, size_t bytes, Deps deps) {
   if (bytes == 0) return kNoTask;
   Task t{TaskKind::kReduce};

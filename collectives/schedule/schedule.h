@@ -47,6 +47,9 @@ class Schedule {
   // Sends/receives that always happen and carry their own descriptor (count = bytes).
   int send_checked(int peer, const void* buf, size_t bytes, Deps deps = {});
   int recv_checked(int peer, void* buf, size_t bytes, Deps deps = {});
+  // Descriptor-only exchange: sends this operation's descriptor to `to` and checks the one
+  // from `from` (unless the link already carried one in this operation).
+  void check_link(int to, int from);
   // Adds a dependency list that is not an initializer list.
   void add_deps(int task, const std::vector<int>& deps);
 

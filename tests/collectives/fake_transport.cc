@@ -179,6 +179,9 @@ void run_ranks(World& world, const std::function<void(int, Comm&)>& fn) {
       std::unique_ptr<Comm> comm;
       if (Comm::create(&ctx, nullptr, all, r, 0xc0ffee, "world", &comm) != Status::kSuccess) return;
       fn(r, *comm);
+      // A rank that leaves closes its links (as a process exit would): peers still waiting
+      // on it fail instead of matching buffers that are about to be freed.
+      world.kill(r);
     });
   for (auto& t : threads) t.join();
 }
