@@ -159,7 +159,10 @@ class FakeContext final : public Context {
     return Status::kSuccess;
   }
   Status progress() override { return Status::kSuccess; }
+  bool request_live(const Request* req) const override { return req != nullptr; }
   void abort() override {}
+  Status mem_register(void*, size_t) override { return Status::kSuccess; }
+  Status mem_deregister(void*, size_t) override { return Status::kSuccess; }
 
  private:
   World* w_;

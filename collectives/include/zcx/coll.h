@@ -147,8 +147,9 @@ ZCX_API zcx_status_t zcx_coll_send(const void* buf, size_t count, zcx_dtype_t dt
 ZCX_API zcx_status_t zcx_coll_recv(void* buf, size_t count, zcx_dtype_t dtype, int peer,
                                    zcx_comm_t comm, zcx_stream_t stream);
 
-/* Groups: calls between start and end (nestable, per thread) are issued together at the
- * outermost end, which then behaves like the blocking call. One communicator per group. */
+/* Groups: point-to-point calls between start and end (nestable, per thread) are posted
+ * together at the outermost end, which then waits for all of them. One communicator per
+ * group; collectives inside a group run at once, as outside (this version). */
 ZCX_API zcx_status_t zcx_group_start(void);
 ZCX_API zcx_status_t zcx_group_end(void);
 
