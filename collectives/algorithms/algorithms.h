@@ -28,12 +28,14 @@ struct OpArgs {
   int rank = 0;
   int nranks = 1;
   size_t chunk = 0;                  // pipeline chunk in bytes (0 = whole blocks)
+  const int* host_of = nullptr;      // host index of every rank (hierarchical algorithms)
   size_t esize() const { return zcx_dtype_size(dtype); }
 };
 
 Status build_allreduce_ring(const OpArgs& a, Schedule& s);
 Status build_allreduce_tree(const OpArgs& a, Schedule& s);
 Status build_allreduce_rhd(const OpArgs& a, Schedule& s);
+Status build_allreduce_hier(const OpArgs& a, Schedule& s);
 Status build_reducescatter_ring(const OpArgs& a, Schedule& s);  // and the V form
 Status build_allgather_ring(const OpArgs& a, Schedule& s);      // and the V form
 Status build_broadcast_binomial(const OpArgs& a, Schedule& s);

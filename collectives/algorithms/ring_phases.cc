@@ -48,14 +48,14 @@ void emit_rs_recvs(Schedule& s, const RingBlocks& B, int r, int n, int step, uin
                    TaskGrid* recvs) {
   int b = patterns::ring_rs_recv_block(r, step, n);
   for (size_t k = 0; k < B.nchunks(b); ++k)
-    (*recvs)[b][k] = s.recv(ring_prev(r, n), tmp + B.chunk_off(b, k), B.chunk_len(b, k));
+    (*recvs)[b][k] = s.recv(B.peer(ring_prev(r, n)), tmp + B.chunk_off(b, k), B.chunk_len(b, k));
 }
 
 }  // namespace
 
 void ring_reduce_scatter(Schedule& s, const RingBlocks& B, int r, int n, const uint8_t* in,
                          uint8_t* acc, uint8_t* out_own, TaskGrid* sends,
-                         std::vector<int>* own_final) {
+                         std::vector<int>* own_final, int in_ready) {
   sends->assign(n, {});
   TaskGrid recvs(n);
   for (int b = 0; b < n; ++b) {
@@ -69,7 +69,8 @@ void ring_reduce_scatter(Schedule& s, const RingBlocks& B, int r, int n, const u
   auto* tmp = static_cast<uint8_t*>(s.scratch(total));
   int b0 = patterns::ring_rs_send_block(r, 0, n);
   for (size_t k = 0; k < B.nchunks(b0); ++k)
-    (*sends)[b0][k] = s.send(ring_next(r, n), in + B.chunk_off(b0, k), B.chunk_len(b0, k));
+    (*sends)[b0][k] = s.send(B.peer(ring_next(r, n)), in + B.chunk_off(b0, k), B.chunk_len(b0, k),
+                             {in_ready});
   emit_rs_recvs(s, B, r, n, 0, tmp, &recvs);
   for (int step = 0; step < n - 1; ++step) {
     if (step + 1 < n - 1) emit_rs_recvs(s, B, r, n, step + 1, tmp, &recvs);
@@ -78,15 +79,16 @@ void ring_reduce_scatter(Schedule& s, const RingBlocks& B, int r, int n, const u
     for (size_t k = 0; k < B.nchunks(b); ++k) {
       size_t o = B.chunk_off(b, k), l = B.chunk_len(b, k);
       uint8_t* dst = last ? out_own + (o - B.off[b]) : acc + o;
-      int x = s.reduce(dst, in + o, tmp + o, l, {recvs[b][k]});
+      int x = s.reduce(dst, in + o, tmp + o, l, {recvs[b][k], in_ready});
       if (last) (*own_final)[k] = x;
-      else (*sends)[b][k] = s.send(ring_next(r, n), dst, l, {x});
+      else (*sends)[b][k] = s.send(B.peer(ring_next(r, n)), dst, l, {x});
     }
   }
 }
 
 void ring_allgather(Schedule& s, const RingBlocks& B, int r, int n, const uint8_t* own_src,
-                    uint8_t* out, const std::vector<int>& own_ready, const TaskGrid* war) {
+                    uint8_t* out, const std::vector<int>& own_ready, const TaskGrid* war,
+                    std::vector<int>* all_recvs) {
   if (n == 1) return;
   TaskGrid recvs(n);
   for (int b = 0; b < n; ++b) recvs[b].assign(B.nchunks(b), kNoTask);
@@ -94,7 +96,8 @@ void ring_allgather(Schedule& s, const RingBlocks& B, int r, int n, const uint8_
     int b = patterns::ring_ag_recv_block(r, step, n);
     for (size_t k = 0; k < B.nchunks(b); ++k) {
       int w = war && k < (*war)[b].size() ? (*war)[b][k] : kNoTask;
-      recvs[b][k] = s.recv(ring_prev(r, n), out + B.chunk_off(b, k), B.chunk_len(b, k), {w});
+      recvs[b][k] = s.recv(B.peer(ring_prev(r, n)), out + B.chunk_off(b, k), B.chunk_len(b, k), {w});
+      if (all_recvs) all_recvs->push_back(recvs[b][k]);
     }
   };
   emit_recvs(0);
@@ -104,9 +107,9 @@ void ring_allgather(Schedule& s, const RingBlocks& B, int r, int n, const uint8_
     for (size_t k = 0; k < B.nchunks(b); ++k) {
       if (step == 0) {
         int dep = k < own_ready.size() ? own_ready[k] : kNoTask;
-        s.send(ring_next(r, n), own_src + (B.chunk_off(b, k) - B.off[b]), B.chunk_len(b, k), {dep});
+        s.send(B.peer(ring_next(r, n)), own_src + (B.chunk_off(b, k) - B.off[b]), B.chunk_len(b, k), {dep});
       } else {
-        s.send(ring_next(r, n), out + B.chunk_off(b, k), B.chunk_len(b, k), {recvs[b][k]});
+        s.send(B.peer(ring_next(r, n)), out + B.chunk_off(b, k), B.chunk_len(b, k), {recvs[b][k]});
       }
     }
   }

@@ -21,6 +21,7 @@ BuildFn builder_for(CollKind kind, Algo algo) {
       if (algo == Algo::kRing) return build_allreduce_ring;
       if (algo == Algo::kTree) return build_allreduce_tree;
       if (algo == Algo::kRhd) return build_allreduce_rhd;
+      if (algo == Algo::kHier) return build_allreduce_hier;
       return nullptr;
     case CollKind::kBroadcast:
       return algo == Algo::kChain ? build_broadcast_chain

@@ -44,13 +44,6 @@ uint64_t counts_hash(const OpArgs& a) {
 
 }  // namespace
 
-LinkClass comm_link_class(Context& ctx, const std::vector<int>& world) {
-  const std::string& first = ctx.bootstrap().host(world[0]);
-  for (int w : world)
-    if (ctx.bootstrap().host(w) != first) return LinkClass::kNet;
-  return LinkClass::kShm;
-}
-
 Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<int> world,
                     int rank, uint64_t id, std::string name, std::unique_ptr<Comm>* out) {
   ZCX_CHECK_ARG(ctx != nullptr && out != nullptr, kLogColl, "Comm::create: null argument");
@@ -64,6 +57,7 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
   c->id_ = id;
   c->name_ = std::move(name);
   c->eps_.assign(c->world_.size(), nullptr);
+  c->index_hosts();
   c->p2p_sent_.assign(c->world_.size(), 0);
   c->p2p_recvd_.assign(c->world_.size(), 0);
   *out = std::move(c);
@@ -89,6 +83,19 @@ Status Comm::endpoint(int peer, Endpoint** ep) {
   return Status::kSuccess;
 }
 
+void Comm::index_hosts() {
+  std::vector<std::string> hosts;
+  std::vector<int> per_host;
+  for (int w : world_) {
+    const std::string& h = ctx_->bootstrap().host(w);
+    size_t i = std::find(hosts.begin(), hosts.end(), h) - hosts.begin();
+    if (i == hosts.size()) hosts.push_back(h), per_host.push_back(0);
+    host_of_.push_back(static_cast<int>(i));
+    ppn_ = std::max(ppn_, ++per_host[i]);
+  }
+  nnodes_ = static_cast<int>(hosts.size());
+}
+
 std::string Comm::peer_name(int peer) const {
   char buf[160];
   snprintf(buf, sizeof buf, "rank %d of '%s' (context rank %d, host %s)", peer, name_.c_str(),
@@ -111,10 +118,13 @@ Status Comm::plan(const OpArgs& in, Op* op) {
     si.kind = a.kind;
     si.bytes = select_bytes(a);
     si.nranks = a.nranks;
-    si.link = comm_link_class(*ctx_, world_);
+    si.link = nnodes_ > 1 ? LinkClass::kNet : LinkClass::kShm;
+    si.nnodes = nnodes_;
+    si.ppn = ppn_;
     c = select(si);
   }
   a.chunk = c.chunk;
+  a.host_of = host_of_.data();
   // Every collective first checks its ring predecessor's descriptor, so that a disagreement
   // is a kMismatch somewhere even when the disagreeing ranks would exchange no data.
   const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;

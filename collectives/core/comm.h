@@ -64,11 +64,14 @@ class Comm final : public PeerLinks {
   Status plan(const OpArgs& args, Op* op);
   Status progress();
   void fail_queue(Status st);
+  void index_hosts();
   Status check_usable();
 
   Context* ctx_ = nullptr;
   std::unique_ptr<Context> owned_ctx_;
   std::vector<int> world_;
+  std::vector<int> host_of_;  // host index of every communicator rank
+  int nnodes_ = 1, ppn_ = 1;
   int rank_ = 0;
   uint64_t id_ = 0;
   std::string name_;
@@ -79,8 +82,5 @@ class Comm final : public PeerLinks {
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;
 };
-
-// The link class a communicator spans (net when its ranks are on more than one host).
-LinkClass comm_link_class(Context& ctx, const std::vector<int>& world);
 
 }  // namespace zcx::coll

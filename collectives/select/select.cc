@@ -16,7 +16,7 @@ namespace {
 const config::StringParam kAlgoParam(
     "ZCX_ALGO", "",
     "collective algorithm override: 'ring' or 'allreduce:rhd,broadcast:chain' (names: ring, "
-    "tree, rhd, binomial, chain, pairwise)");
+    "tree, rhd, hier, binomial, chain, pairwise)");
 const config::SizeParam kChunkParam("ZCX_CHUNK_SIZE", 0,
                                     "collective pipeline chunk in bytes (0 = cost model)");
 const config::DoubleParam kAlphaShm("ZCX_COLL_ALPHA_US_SHM", 2.0,
@@ -34,7 +34,7 @@ const char* const kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather
                                   "reducescatter", "alltoall", "allgatherv",
                                   "reducescatterv", "alltoallv", "barrier", "sendrecv"};
 const char* const kAlgoNames[] = {"ring", "tree", "rhd", "binomial", "chain", "pairwise",
-                                  "direct"};
+                                  "direct", "hier"};
 
 double lg(int p) { return std::ceil(std::log2(std::max(p, 1))); }
 
@@ -108,7 +108,7 @@ int candidates(CollKind k, Algo* out, int max) {
     return n;
   };
   switch (k) {
-    case CollKind::kAllreduce: return put({Algo::kRing, Algo::kTree, Algo::kRhd});
+    case CollKind::kAllreduce: return put({Algo::kRing, Algo::kTree, Algo::kRhd, Algo::kHier});
     case CollKind::kBroadcast: return put({Algo::kChain, Algo::kBinomial});
     case CollKind::kReduce: return put({Algo::kChain, Algo::kBinomial});
     case CollKind::kAllgather:
@@ -160,6 +160,14 @@ double estimate_us(Algo algo, const SelectInput& in, const ModelParams& m, size_
       return (p - 2 + k) * (a + n / k * (b + gr));
     }
     case Algo::kPairwise: return (p - 1) * (a + n / p * b);
+    case Algo::kHier: {  // binomial reduce + bcast inside a host, ring across hosts
+      const double as = m.alpha_us[0], bs = 1.0 / (m.bw_gbs[0] * 1e3);
+      double local = lg(in.ppn);
+      SelectInput leaders = in;
+      leaders.nranks = in.nnodes;
+      return 2 * local * (as + n * bs) + local * n * gr +
+             estimate_us(Algo::kRing, leaders, m, chunk);
+    }
     default: return a + n * b;
   }
 }
@@ -194,6 +202,7 @@ Choice select(const SelectInput& in) {
            in.nranks, in.link == LinkClass::kNet ? "net" : "shm");
   std::string table = buf;
   for (int i = 0; i < nc; ++i) {
+    if (cand[i] == Algo::kHier && (in.nnodes <= 1 || in.nnodes >= in.nranks)) continue;
     double t = estimate_us(cand[i], in, m, model_chunk(cand[i], in, m));
     snprintf(buf, sizeof buf, " %s %.1fus", algo_name(cand[i]), t);
     table += buf;

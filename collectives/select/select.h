@@ -20,7 +20,7 @@ enum class CollKind : int {
 const char* coll_kind_name(CollKind k);
 
 enum class Algo : int {
-  kRing, kTree, kRhd, kBinomial, kChain, kPairwise, kDirect, kCount
+  kRing, kTree, kRhd, kBinomial, kChain, kPairwise, kDirect, kHier, kCount
 };
 const char* algo_name(Algo a);
 bool algo_from_name(const std::string& name, Algo* out);
@@ -40,6 +40,8 @@ struct SelectInput {
                            // (AG/RS and V forms), or total sent per rank (alltoall)
   int nranks = 1;
   LinkClass link = LinkClass::kShm;  // the slowest link class the communicator spans
+  int nnodes = 1;          // hosts the communicator spans
+  int ppn = 1;             // most ranks on one host
 };
 
 struct Choice {

@@ -182,3 +182,78 @@ INSTANTIATE_TEST_SUITE_P(Algos, RootedTest, ::testing::ValuesIn(cases({"chain", 
 
 }  // namespace
 }  // namespace zcx::coll::fake
+
+namespace zcx::coll::fake {
+namespace {
+
+// Ranks spread over fake hosts (uneven, interleaved, one rank alone on a host).
+TEST(Hierarchical, AllreduceAcrossHosts) {
+  config::ScopedOverride force("ZCX_ALGO", "allreduce:hier");
+  const std::vector<std::vector<std::string>> layouts = {
+      {"a", "a", "a", "b", "b", "c", "c", "c"},
+      {"a", "b", "a", "b", "a"},
+      {"a", "a", "b"},
+      {"x", "y", "y", "y"}};
+  for (const auto& hosts : layouts) {
+    const int n = static_cast<int>(hosts.size());
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100003}})
+      for (const char* chunk : {"0", "8"})
+        for (bool inplace : {false, true}) {
+          SCOPED_TRACE("n " + std::to_string(n) + " count " + std::to_string(count) + " chunk " +
+                       chunk + (inplace ? " in place" : ""));
+          config::ScopedOverride ch("ZCX_CHUNK_SIZE", chunk);
+          std::vector<int32_t> want(count);
+          for (size_t i = 0; i < count; ++i) want[i] = sum_over_ranks(n, i);
+          World world(n, hosts);
+          run_ranks(world, [&](int r, Comm& c) {
+            std::vector<int32_t> in(count), out(count, -1);
+            for (size_t i = 0; i < count; ++i) in[i] = val(r, i);
+            OpArgs a;
+            a.kind = CollKind::kAllreduce;
+            a.sendbuf = in.data();
+            a.recvbuf = inplace ? in.data() : out.data();
+            a.count = count;
+            a.dtype = ZCX_INT32;
+            ASSERT_EQ(run_op(c, a, "hier"), Status::kSuccess) << last_error();
+            EXPECT_TRUE(same_ints(want, static_cast<int32_t*>(a.recvbuf), count)) << "rank " << r;
+          });
+          if (HasFailure()) return;
+        }
+  }
+}
+
+TEST(Hierarchical, DeclinedOnOneHost) {
+  config::ScopedOverride force("ZCX_ALGO", "allreduce:hier");
+  run_ranks(4, [&](int r, Comm& c) {
+    int32_t x = r;
+    OpArgs a;
+    a.kind = CollKind::kAllreduce;
+    a.sendbuf = a.recvbuf = &x;
+    a.count = 1;
+    a.dtype = ZCX_INT32;
+    ASSERT_EQ(run_op(c, a, "ring"), Status::kSuccess) << last_error();  // the default
+    EXPECT_EQ(x, 6);
+  });
+}
+
+TEST(Hierarchical, ModelPicksItForLargeVectorsAcrossHosts) {
+  SelectInput in;
+  in.kind = CollKind::kAllreduce;
+  in.bytes = 256u << 20;
+  in.nranks = 16;
+  in.nnodes = 2;
+  in.ppn = 8;
+  in.link = LinkClass::kNet;
+  // A fast host and a slow network: crossing the network once per host pays. (With a fast
+  // network the unpipelined in-host reduce costs more than it saves, and ring wins.)
+  config::ScopedOverride shm("ZCX_COLL_BW_GBS_SHM", "100");
+  config::ScopedOverride net("ZCX_COLL_BW_GBS_NET", "1");
+  Choice c = select(in);
+  EXPECT_EQ(c.algo, Algo::kHier) << c.why;
+  in.nnodes = 1;
+  in.link = LinkClass::kShm;
+  EXPECT_NE(select(in).algo, Algo::kHier);
+}
+
+}  // namespace
+}  // namespace zcx::coll::fake
