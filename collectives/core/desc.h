@@ -25,6 +25,7 @@ struct OpDesc {
   uint16_t flags = 0;
   int32_t root = -1;
   uint32_t nranks = 0;
+  uint32_t reserved = 0;  // explicit: no uninitialised padding goes on the wire
   uint64_t comm_id = 0;
   uint64_t seq = 0;    // operation number on this communicator
   uint64_t count = 0;  // elements (p2p / per-message forms: this message's bytes)
