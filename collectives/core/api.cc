@@ -55,6 +55,12 @@ Status check_args(zcx_comm* c, const OpArgs& a, zcx_stream_t stream) {
                 a.kind == CollKind::kSendRecv;
   ZCX_CHECK_ARG(!rooted || (a.root >= 0 && a.root < static_cast<int>(n)), kLogColl,
                 "%s: root/peer %d outside 0..%zu", coll_kind_name(a.kind), a.root, n - 1);
+  if (a.count == 0 || a.kind == CollKind::kSendRecv) return Status::kSuccess;
+  const bool is_root = a.root == c->comm->rank();
+  ZCX_CHECK_ARG(a.recvbuf || (a.kind == CollKind::kReduce && !is_root), kLogColl,
+                "%s: NULL recvbuf", coll_kind_name(a.kind));
+  ZCX_CHECK_ARG(a.sendbuf || (a.kind == CollKind::kBroadcast && !is_root), kLogColl,
+                "%s: NULL sendbuf", coll_kind_name(a.kind));
   return Status::kSuccess;
 }
 
@@ -165,8 +171,11 @@ ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_com
 
 ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm) {
   if (!comm) return ZCX_ERR_INVALID_ARG;
-  delete comm;  // ops in flight after an error stay owned until the context closes
-  return ZCX_SUCCESS;
+  // Operations still queued own buffers the transport may write: finish them first. Failed
+  // ones stay owned by the communicator until its context closes.
+  zcx_status_t st = comm->comm ? to_c(comm->comm->drain()) : ZCX_SUCCESS;
+  delete comm;
+  return st;
 }
 
 ZCX_API zcx_status_t zcx_comm_abort(zcx_comm_t comm) {

@@ -248,6 +248,14 @@ Status Comm::wait(Op& op) {
   }
 }
 
+Status Comm::drain() {
+  while (!queue_.empty()) {
+    std::shared_ptr<Op> last = queue_.back();
+    ZCX_TRY(wait(*last));
+  }
+  return Status::kSuccess;
+}
+
 void Comm::abort() {
   if (!err_.has()) err_.record(Status::kAborted, "communicator '" + name_ + "' was aborted");
   fail_queue(Status::kAborted);

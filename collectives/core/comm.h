@@ -51,6 +51,8 @@ class Comm final : public PeerLinks {
   Status test(Op& op, bool* done);
   Status wait(Op& op);  // bounded: every executor times out after ZCX_TIMEOUT idle
   Status split(int color, int key, std::unique_ptr<Comm>* out);
+  // Waits for every queued operation (bounded: each fails after ZCX_TIMEOUT without progress).
+  Status drain();
   void abort();
   Status async_error() const { return err_.has() ? err_.status() : Status::kSuccess; }
 

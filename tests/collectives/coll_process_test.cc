@@ -100,6 +100,16 @@ int coll_rank(int rank, int n, const std::string& root) {
     step += 5;
   }
   unsetenv("ZCX_ALGO");
+  // Argument checks: GPU streams are not there yet, bad dtype/root, NULL buffers.
+  int32_t one = 1;
+  int fake_stream = 0;
+  if (zcx_allreduce(&one, &one, 1, ZCX_INT32, ZCX_SUM, comm, &fake_stream) != ZCX_ERR_UNSUPPORTED)
+    return fail(rank, 35);
+  if (zcx_allreduce(&one, &one, 1, static_cast<zcx_dtype_t>(99), ZCX_SUM, comm, nullptr) !=
+          ZCX_ERR_INVALID_ARG ||
+      zcx_broadcast(&one, &one, 1, ZCX_INT32, n, comm, nullptr) != ZCX_ERR_INVALID_ARG ||
+      zcx_allreduce(nullptr, &one, 1, ZCX_INT32, ZCX_SUM, comm, nullptr) != ZCX_ERR_INVALID_ARG)
+    return fail(rank, 36);
   if (int rc = check_rooted_and_gathers(comm, rank, n)) return rc;
   if (int rc = check_p2p_split_async(comm, rank, n)) return rc;
   if (zcx_comm_destroy(comm) != ZCX_SUCCESS) return fail(rank, 90);
@@ -108,7 +118,14 @@ int coll_rank(int rank, int n, const std::string& root) {
   if (zcx_init_from_env(&ctx) != ZCX_SUCCESS) return fail(rank, 91);
   if (zcx_comm_init_context(&comm, ctx, nullptr) != ZCX_SUCCESS) return fail(rank, 92);
   if (int rc = check_allreduce(comm, rank, n, 4099, 93)) return rc;
+  // Destroy with a request still open: it completes the operation first.
+  std::vector<int32_t> pending(100000, 1);
+  zcx_coll_request_t req = nullptr;
+  if (zcx_iallreduce(pending.data(), pending.data(), pending.size(), ZCX_INT32, ZCX_SUM, comm,
+                     nullptr, &req) != ZCX_SUCCESS)
+    return fail(rank, 94);
   if (zcx_comm_destroy(comm) != ZCX_SUCCESS) return fail(rank, 95);
+  if (pending[99999] != n) return fail(rank, 97);
   return zcx_finalize(ctx) == ZCX_SUCCESS ? 0 : fail(rank, 96);
 }
 

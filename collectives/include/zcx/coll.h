@@ -93,7 +93,8 @@ ZCX_API zcx_status_t zcx_comm_init_context(zcx_comm_t* comm, zcx_context_t ctx,
 #define ZCX_SPLIT_NOCOLOR (-1)
 ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_comm_t* newcomm,
                                     const zcx_comm_config_t* config);
-/* Waits (bounded) for pending operations, then frees. Split communicators before parents. */
+/* Waits (bounded) for pending operations, then frees. Requests still open are completed by
+ * it and must not be used afterwards. Destroy split communicators before their parent. */
 ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm);
 /* Fails pending and future operations with ZCX_ERR_ABORTED and frees; bounded. */
 ZCX_API zcx_status_t zcx_comm_abort(zcx_comm_t comm);
