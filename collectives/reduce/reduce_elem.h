@@ -4,7 +4,9 @@
 
 #include "reduce/half.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace zcx::coll {
@@ -48,20 +50,36 @@ inline uint16_t bhalf_apply(uint16_t a, uint16_t b) {
   return f32_to_bf16(Op::apply(bf16_to_f32(a), bf16_to_f32(b)));
 }
 
-// Scalar loops (the reference, and the tails of the SIMD kernels).
+// Scalar loops (the reference, and the tails of the SIMD kernels). Buffers need not be
+// aligned to the element size: every access goes through memcpy (plain loads on x86).
+template <class T>
+inline T load_elem(const void* p, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const uint8_t*>(p) + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <class T>
+inline void store_elem(void* p, size_t i, T v) {
+  std::memcpy(static_cast<uint8_t*>(p) + i * sizeof(T), &v, sizeof(T));
+}
+
 template <class Op, class T>
-inline void scalar_loop(T* out, const T* a, const T* b, size_t n) {
+inline void scalar_loop(void* out, const void* a, const void* b, size_t n) {
   using C = CalcType<Op, T>;
+  for (size_t i = 0; i < n; ++i) {
+    C x = static_cast<C>(load_elem<T>(a, i)), y = static_cast<C>(load_elem<T>(b, i));
+    store_elem<T>(out, i, static_cast<T>(Op::apply(x, y)));
+  }
+}
+template <class Op>
+inline void scalar_loop_half(void* out, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i)
-    out[i] = static_cast<T>(Op::apply(static_cast<C>(a[i]), static_cast<C>(b[i])));
+    store_elem<uint16_t>(out, i, half_apply<Op>(load_elem<uint16_t>(a, i), load_elem<uint16_t>(b, i)));
 }
 template <class Op>
-inline void scalar_loop_half(uint16_t* out, const uint16_t* a, const uint16_t* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = half_apply<Op>(a[i], b[i]);
-}
-template <class Op>
-inline void scalar_loop_bhalf(uint16_t* out, const uint16_t* a, const uint16_t* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = bhalf_apply<Op>(a[i], b[i]);
+inline void scalar_loop_bhalf(void* out, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    store_elem<uint16_t>(out, i, bhalf_apply<Op>(load_elem<uint16_t>(a, i), load_elem<uint16_t>(b, i)));
 }
 
 }  // namespace zcx::coll

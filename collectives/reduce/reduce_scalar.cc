@@ -7,17 +7,15 @@ namespace {
 
 template <class Op, class T>
 void kernel(void* out, const void* a, const void* b, size_t n) {
-  scalar_loop<Op>(static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n);
+  scalar_loop<Op, T>(out, a, b, n);
 }
 template <class Op>
 void kernel_half(void* out, const void* a, const void* b, size_t n) {
-  scalar_loop_half<Op>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
-                       static_cast<const uint16_t*>(b), n);
+  scalar_loop_half<Op>(out, a, b, n);
 }
 template <class Op>
 void kernel_bhalf(void* out, const void* a, const void* b, size_t n) {
-  scalar_loop_bhalf<Op>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
-                        static_cast<const uint16_t*>(b), n);
+  scalar_loop_bhalf<Op>(out, a, b, n);
 }
 
 template <class T>

@@ -26,29 +26,31 @@ void vkernel(void* out, const void* a, const void* b, size_t n) {
   using C = CalcType<Op, T>;
   typedef C V __attribute__((vector_size(ZCX_VB)));
   constexpr size_t kW = ZCX_VB / sizeof(C);
-  auto* o = static_cast<T*>(out);
-  auto* x = static_cast<const T*>(a);
-  auto* y = static_cast<const T*>(b);
+  // Byte pointers: the buffers need not be aligned to the element size.
+  auto* o = static_cast<uint8_t*>(out);
+  auto* x = static_cast<const uint8_t*>(a);
+  auto* y = static_cast<const uint8_t*>(b);
+  constexpr size_t kE = sizeof(T);
   size_t i = 0;
   for (; i + 2 * kW <= n; i += 2 * kW) {
     V va0, vb0, va1, vb1;
-    std::memcpy(&va0, x + i, sizeof(V));
-    std::memcpy(&vb0, y + i, sizeof(V));
-    std::memcpy(&va1, x + i + kW, sizeof(V));
-    std::memcpy(&vb1, y + i + kW, sizeof(V));
+    std::memcpy(&va0, x + i * kE, sizeof(V));
+    std::memcpy(&vb0, y + i * kE, sizeof(V));
+    std::memcpy(&va1, x + (i + kW) * kE, sizeof(V));
+    std::memcpy(&vb1, y + (i + kW) * kE, sizeof(V));
     V r0 = VOp<Op>::apply(va0, vb0);
     V r1 = VOp<Op>::apply(va1, vb1);
-    std::memcpy(o + i, &r0, sizeof(V));
-    std::memcpy(o + i + kW, &r1, sizeof(V));
+    std::memcpy(o + i * kE, &r0, sizeof(V));
+    std::memcpy(o + (i + kW) * kE, &r1, sizeof(V));
   }
   for (; i + kW <= n; i += kW) {
     V va, vb;
-    std::memcpy(&va, x + i, sizeof(V));
-    std::memcpy(&vb, y + i, sizeof(V));
+    std::memcpy(&va, x + i * kE, sizeof(V));
+    std::memcpy(&vb, y + i * kE, sizeof(V));
     V r = VOp<Op>::apply(va, vb);
-    std::memcpy(o + i, &r, sizeof(V));
+    std::memcpy(o + i * kE, &r, sizeof(V));
   }
-  scalar_loop<Op>(o + i, x + i, y + i, n - i);
+  scalar_loop<Op, T>(o + i * kE, x + i * kE, y + i * kE, n - i);
 }
 
 typedef float VecF __attribute__((vector_size(ZCX_VB)));

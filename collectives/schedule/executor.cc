@@ -21,6 +21,7 @@ Executor::Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& des
       hdrs_(schedule->tasks().size()),
       link_sent_(nranks, 0),
       link_recv_(nranks, 0),
+      link_ok_(nranks, 0),
       last_progress_ns_(now_ns()) {}
 
 bool Executor::deps_done(int i) const {
@@ -103,7 +104,10 @@ Status Executor::test_header(int i, const Task& t, Slot& s) {
   if (t.msg_seq) want.seq = t.msg_seq;
   std::string diff = size == sizeof(OpDesc) ? desc_diff(want, hdrs_[i])
                                             : "descriptor of " + std::to_string(size) + " bytes";
-  if (diff.empty()) return Status::kSuccess;
+  if (diff.empty()) {
+    link_ok_[t.peer] = 1;
+    return Status::kSuccess;
+  }
   return set_error(Status::kMismatch, kLogColl,
                    "%s: %s called a different operation (%s): %s. Every rank must issue the "
                    "same collectives, in the same order, with the same arguments",
@@ -119,6 +123,10 @@ Status Executor::test(int i, bool* complete) {
     ZCX_TRY(test_header(i, t, s));
     if (!s.hdr_done) return Status::kSuccess;  // data is judged only after its descriptor
   }
+  // Data from a peer is judged only once that peer's descriptor matched: a disagreeing
+  // peer's data may not fit, and the descriptor says why.
+  if (!s.data_done && t.kind == TaskKind::kRecv && !t.per_message_header && !link_ok_[t.peer])
+    return Status::kSuccess;
   if (!s.data_done) {
     bool done = false;
     size_t size = 0;

@@ -56,6 +56,7 @@ class Executor {
   std::vector<uint8_t> complete_;
   std::vector<OpDesc> hdrs_;         // per task: header sent or received
   std::vector<uint8_t> link_sent_, link_recv_;  // per peer: descriptor done on this link
+  std::vector<uint8_t> link_ok_;     // per peer: its descriptor arrived and matched
   std::vector<int> inflight_;
   size_t next_ = 0;
   int64_t last_progress_ns_;

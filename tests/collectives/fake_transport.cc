@@ -56,11 +56,16 @@ void World::kill(int rank) {
     }
 }
 
+FakeReq* World::make_req() {
+  owned_.push_back(std::make_unique<FakeReq>());
+  return owned_.back().get();
+}
+
 FakeReq* World::post_send(int src, int dst, const void* buf, size_t bytes) {
-  auto* r = new FakeReq;
+  std::lock_guard<std::mutex> lock(mu_);
+  FakeReq* r = make_req();
   r->sbuf = buf;
   r->bytes = bytes;
-  std::lock_guard<std::mutex> lock(mu_);
   if (dead_[src] || dead_[dst]) {
     fail(r, Status::kRemote, "rank " + std::to_string(dead_[dst] ? dst : src) + " died");
     return r;
@@ -71,10 +76,10 @@ FakeReq* World::post_send(int src, int dst, const void* buf, size_t bytes) {
 }
 
 FakeReq* World::post_recv(int dst, int src, void* buf, size_t cap) {
-  auto* r = new FakeReq;
+  std::lock_guard<std::mutex> lock(mu_);
+  FakeReq* r = make_req();
   r->rbuf = buf;
   r->bytes = cap;
-  std::lock_guard<std::mutex> lock(mu_);
   if (dead_[src] || dead_[dst]) {
     fail(r, Status::kRemote, "rank " + std::to_string(dead_[src] ? src : dst) + " died");
     return r;
@@ -144,8 +149,7 @@ class FakeContext final : public Context {
     if (st == 0) return Status::kSuccess;
     Status status = r->status;
     std::string msg = r->message;
-    if (size) *size = r->bytes;
-    delete r;
+    if (size) *size = r->bytes;  // the world owns and frees every request
     if (st == 2) return set_error(status, kLogColl, "%s", msg.c_str());
     return Status::kSuccess;
   }

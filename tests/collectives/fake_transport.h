@@ -46,6 +46,8 @@ class World {
   std::mutex mu_;
   std::vector<std::deque<FakeReq*>> sends_, recvs_;  // index src * n + dst
   std::vector<bool> dead_;
+  std::vector<std::unique_ptr<FakeReq>> owned_;  // every request, freed with the world
+  FakeReq* make_req();  // under mu_
   std::atomic<size_t> messages_{0};
 };
 
