@@ -43,8 +43,9 @@ size_t clamp_size(double v, size_t lo, size_t hi) {
   return v > static_cast<double>(hi) ? hi : static_cast<size_t>(v);
 }
 
-// Parses ZCX_ALGO for collective `k`. Returns false when it says nothing about k.
-bool algo_override(CollKind k, Algo* out) {
+// Parses ZCX_ALGO for collective `k`. Returns false when it says nothing about k. *specific:
+// the entry named k ("allreduce:ring") rather than every collective ("ring").
+bool algo_override(CollKind k, Algo* out, bool* specific) {
   std::string text = kAlgoParam.get();
   if (text.empty()) return false;
   size_t pos = 0;
@@ -54,7 +55,10 @@ bool algo_override(CollKind k, Algo* out) {
     size_t colon = item.find(':');
     std::string coll = colon == std::string::npos ? "" : item.substr(0, colon);
     std::string name = colon == std::string::npos ? item : item.substr(colon + 1);
-    if ((coll.empty() || coll == coll_kind_name(k)) && algo_from_name(name, out)) return true;
+    if ((coll.empty() || coll == coll_kind_name(k)) && algo_from_name(name, out)) {
+      *specific = !coll.empty();
+      return true;
+    }
     if (end == std::string::npos) break;
     pos = end + 1;
   }
@@ -210,11 +214,12 @@ Choice select(const SelectInput& in) {
   }
   std::string source = "model";
   Algo forced;
-  if (algo_override(in.kind, &forced)) {
+  bool specific = false;
+  if (algo_override(in.kind, &forced, &specific)) {
     if (std::find(cand, cand + nc, forced) != cand + nc) {
       best.algo = forced;
       source = "ZCX_ALGO";
-    } else {
+    } else if (specific) {
       warn_once(std::string("ZCX_ALGO=") + kAlgoParam.get() + ": " + algo_name(forced) +
                 " does not implement " + coll_kind_name(in.kind) + "; using the cost model");
     }

@@ -12,8 +12,11 @@
  * request; zcx_coll_test / zcx_coll_wait finish it. Operations on one communicator complete
  * in issue order, and every rank must issue the same sequence of collectives on a
  * communicator (same op, dtype, count, root). Disagreement is detected by a descriptor that
- * travels with each operation and fails with ZCX_ERR_MISMATCH on the receiving side — never
- * a hang or a wrong result. A dead or silent peer fails the operation with an error naming
+ * travels ahead of the data on every link and to each rank's ring successor: a rank that
+ * receives a differing one fails with ZCX_ERR_MISMATCH (naming the peer and the fields), the
+ * others fail with that peer's error or ZCX_ERR_TIMEOUT — never a hang, and no data from a
+ * disagreeing peer is used. (A rank whose operation only involved agreeing peers may
+ * complete with the result they define.) A dead or silent peer fails the operation with an error naming
  * that rank and host (ZCX_ERR_REMOTE or ZCX_ERR_TIMEOUT, bounded by ZCX_TIMEOUT); the
  * communicator then refuses further operations (sticky error; zcx_comm_get_async_error).
  *
