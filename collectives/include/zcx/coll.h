@@ -56,7 +56,8 @@ typedef enum {
   ZCX_BFLOAT16 = 7,
   ZCX_FLOAT32 = 8,
   ZCX_FLOAT64 = 9,
-  ZCX_DTYPE_COUNT
+  ZCX_DTYPE_COUNT,
+  ZCX_DTYPE_FORCE_INT = 0x7fffffff /* any int is a representable (if invalid) value */
 } zcx_dtype_t;
 
 typedef enum {
@@ -65,7 +66,8 @@ typedef enum {
   ZCX_MIN = 2,
   ZCX_MAX = 3,
   ZCX_AVG = 4,
-  ZCX_REDOP_COUNT
+  ZCX_REDOP_COUNT,
+  ZCX_REDOP_FORCE_INT = 0x7fffffff
 } zcx_redop_t;
 
 ZCX_API size_t zcx_dtype_size(zcx_dtype_t dtype); /* 0 for an invalid dtype */
