@@ -1,0 +1,53 @@
+// One builder per algorithm: each writes this rank's tasks for one operation into a
+// Schedule. A builder may decline (kUnsupported) a case it does not serve; the planner
+// then uses the collective's default algorithm.
+#pragma once
+
+#include "common/status.h"
+#include "schedule/schedule.h"
+#include "select/select.h"
+
+#include <zcx/coll.h>
+
+#include <cstddef>
+
+namespace zcx::coll {
+
+struct OpArgs {
+  CollKind kind = CollKind::kAllreduce;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+  size_t count = 0;                  // elements (per-rank block for AG/RS/alltoall)
+  zcx_dtype_t dtype = ZCX_UINT8;
+  zcx_redop_t op = ZCX_SUM;
+  int root = -1;                     // broadcast/reduce; peer for send/recv
+  const size_t* counts = nullptr;    // allgatherv/reducescatterv recvcounts; alltoallv send
+  const size_t* displs = nullptr;    // allgatherv displs; alltoallv sdispls
+  const size_t* rcounts = nullptr;   // alltoallv
+  const size_t* rdispls = nullptr;   // alltoallv
+  int rank = 0;
+  int nranks = 1;
+  size_t chunk = 0;                  // pipeline chunk in bytes (0 = whole blocks)
+  const int* host_of = nullptr;      // host index of every rank (hierarchical algorithms)
+  size_t esize() const { return zcx_dtype_size(dtype); }
+};
+
+Status build_allreduce_ring(const OpArgs& a, Schedule& s);
+Status build_allreduce_tree(const OpArgs& a, Schedule& s);
+Status build_allreduce_rhd(const OpArgs& a, Schedule& s);
+Status build_allreduce_hier(const OpArgs& a, Schedule& s);
+Status build_reducescatter_ring(const OpArgs& a, Schedule& s);  // and the V form
+Status build_allgather_ring(const OpArgs& a, Schedule& s);      // and the V form
+Status build_broadcast_binomial(const OpArgs& a, Schedule& s);
+Status build_broadcast_chain(const OpArgs& a, Schedule& s);
+Status build_reduce_binomial(const OpArgs& a, Schedule& s);
+Status build_reduce_chain(const OpArgs& a, Schedule& s);
+Status build_alltoall_pairwise(const OpArgs& a, Schedule& s);   // and the V form
+Status build_barrier(const OpArgs& a, Schedule& s);
+Status build_sendrecv(const OpArgs& a, Schedule& s);            // root = peer; kind kSendRecv
+
+// The builder for (kind, algo), or nullptr when that algorithm does not implement it.
+using BuildFn = Status (*)(const OpArgs&, Schedule&);
+BuildFn builder_for(CollKind kind, Algo algo);
+
+}  // namespace zcx::coll

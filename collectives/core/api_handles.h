@@ -1,0 +1,17 @@
+// The structs behind the public collective handles (coll.h), shared by api*.cc.
+#pragma once
+
+#include "core/comm.h"
+
+#include <zcx/coll.h>
+
+#include <memory>
+
+struct zcx_comm {
+  std::unique_ptr<zcx::coll::Comm> comm;
+};
+
+struct zcx_coll_request {
+  zcx_comm* owner;
+  std::shared_ptr<zcx::coll::Op> op;
+};

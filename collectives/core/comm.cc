@@ -1,0 +1,293 @@
+// Communicator: planning, the operation queue, lazy endpoints, sticky errors, split.
+#include "core/comm.h"
+
+#include "common/check.h"
+#include "reduce/reduce.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <thread>
+
+namespace zcx::coll {
+namespace {
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t h = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+
+size_t sum(const size_t* a, int n) { return a ? std::accumulate(a, a + n, size_t{0}) : 0; }
+
+// Bytes the selector sees: the same on every rank for every collective that selects.
+size_t select_bytes(const OpArgs& a) {
+  const size_t es = a.esize();
+  switch (a.kind) {
+    case CollKind::kAllgather:
+    case CollKind::kReducescatter:
+    case CollKind::kAlltoall: return a.count * es * a.nranks;
+    case CollKind::kAllgatherv:
+    case CollKind::kReducescatterv: return sum(a.counts, a.nranks) * es;
+    default: return a.count * es;
+  }
+}
+
+uint64_t counts_hash(const OpArgs& a) {
+  if (a.kind == CollKind::kAllgatherv)
+    return hash_counts(a.displs, a.nranks, hash_counts(a.counts, a.nranks, 1));
+  if (a.kind == CollKind::kReducescatterv) return hash_counts(a.counts, a.nranks, 2);
+  return 0;
+}
+
+}  // namespace
+
+Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<int> world,
+                    int rank, uint64_t id, std::string name, std::unique_ptr<Comm>* out) {
+  ZCX_CHECK_ARG(ctx != nullptr && out != nullptr, kLogColl, "Comm::create: null argument");
+  ZCX_CHECK_ARG(!world.empty() && rank >= 0 && rank < static_cast<int>(world.size()), kLogColl,
+                "Comm::create: rank %d outside a communicator of %zu ranks", rank, world.size());
+  std::unique_ptr<Comm> c(new Comm());
+  c->ctx_ = ctx;
+  c->owned_ctx_ = std::move(owned);
+  c->world_ = std::move(world);
+  c->rank_ = rank;
+  c->id_ = id;
+  c->name_ = std::move(name);
+  c->eps_.assign(c->world_.size(), nullptr);
+  c->index_hosts();
+  c->p2p_sent_.assign(c->world_.size(), 0);
+  c->p2p_recvd_.assign(c->world_.size(), 0);
+  *out = std::move(c);
+  return Status::kSuccess;
+}
+
+Comm::~Comm() {
+  size_t stuck = 0;
+  for (auto& op : graveyard_) stuck += op->exec && op->exec->has_inflight();
+  if (stuck && !owned_ctx_)
+    ZCX_WARN(kLogColl, "communicator '%s' destroyed with %zu failed operations still owning "
+             "transfers; abort its context before freeing their buffers", name_.c_str(), stuck);
+  owned_ctx_.reset();  // closes every connection before the operations' buffers go
+}
+
+size_t Comm::connections() const {
+  return static_cast<size_t>(std::count_if(eps_.begin(), eps_.end(), [](Endpoint* e) { return e; }));
+}
+
+Status Comm::endpoint(int peer, Endpoint** ep) {
+  if (!eps_[peer]) ZCX_TRY(ctx_->endpoint(world_[peer], &eps_[peer]));
+  *ep = eps_[peer];
+  return Status::kSuccess;
+}
+
+void Comm::index_hosts() {
+  std::vector<std::string> hosts;
+  std::vector<int> per_host;
+  for (int w : world_) {
+    const std::string& h = ctx_->bootstrap().host(w);
+    size_t i = std::find(hosts.begin(), hosts.end(), h) - hosts.begin();
+    if (i == hosts.size()) hosts.push_back(h), per_host.push_back(0);
+    host_of_.push_back(static_cast<int>(i));
+    ppn_ = std::max(ppn_, ++per_host[i]);
+  }
+  nnodes_ = static_cast<int>(hosts.size());
+}
+
+std::string Comm::peer_name(int peer) const {
+  char buf[160];
+  snprintf(buf, sizeof buf, "rank %d of '%s' (context rank %d, host %s)", peer, name_.c_str(),
+           world_[peer], ctx_->bootstrap().host(world_[peer]).c_str());
+  return buf;
+}
+
+Status Comm::check_usable() {
+  if (err_.has()) return err_.raise();
+  return Status::kSuccess;
+}
+
+Status Comm::plan(const OpArgs& in, Op* op) {
+  OpArgs a = in;
+  a.rank = rank_;
+  a.nranks = nranks();
+  Choice c;
+  if (a.kind != CollKind::kSendRecv) {
+    SelectInput si;
+    si.kind = a.kind;
+    si.bytes = select_bytes(a);
+    si.nranks = a.nranks;
+    si.link = nnodes_ > 1 ? LinkClass::kNet : LinkClass::kShm;
+    si.nnodes = nnodes_;
+    si.ppn = ppn_;
+    c = select(si);
+  }
+  a.chunk = c.chunk;
+  a.host_of = host_of_.data();
+  // Every collective first checks its ring predecessor's descriptor, so that a disagreement
+  // is a kMismatch somewhere even when the disagreeing ranks would exchange no data.
+  const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;
+  if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
+  BuildFn fn = builder_for(a.kind, c.algo);
+  Status st = fn ? fn(a, op->sched) : Status::kUnsupported;
+  if (st == Status::kUnsupported) {  // declined: the collective's default algorithm
+    Algo first;
+    candidates(a.kind, &first, 1);
+    op->sched = Schedule(a.dtype, a.op);
+    if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
+    c.algo = first;
+    ZCX_TRY(builder_for(a.kind, first)(a, op->sched));
+  } else if (st != Status::kSuccess) {
+    return st;
+  }
+  OpDesc& d = op->desc;
+  d.kind = static_cast<uint8_t>(a.kind);
+  d.dtype = static_cast<uint8_t>(a.dtype);
+  d.redop = static_cast<uint8_t>(a.op);
+  d.algo = static_cast<uint8_t>(c.algo);
+  d.root = a.kind == CollKind::kSendRecv ? -1 : a.root;
+  d.nranks = static_cast<uint32_t>(a.nranks);
+  d.comm_id = id_;
+  d.seq = a.kind == CollKind::kSendRecv ? 0 : ++seq_;
+  // The V forms agree on the arrays, not on this rank's own count.
+  bool v = a.kind == CollKind::kAllgatherv || a.kind == CollKind::kReducescatterv;
+  d.count = v ? sum(a.counts, a.nranks) : (a.kind == CollKind::kAlltoallv ? 0 : a.count);
+  d.aux = counts_hash(a);
+  d.chunk = a.chunk;
+  return Status::kSuccess;
+}
+
+Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
+  ZCX_TRY(check_usable());
+  auto op = std::make_shared<Op>(args.dtype, args.op);
+  ZCX_TRY(plan(args, op.get()));
+  if (args.op == ZCX_AVG && args.kind != CollKind::kSendRecv) {
+    bool root_only = args.kind == CollKind::kReduce;
+    if (!root_only || rank_ == args.root) {
+      op->avg_buf = args.recvbuf;
+      op->avg_count = args.kind == CollKind::kReducescatterv ? args.counts[rank_] : args.count;
+    }
+  }
+  queue_.push_back(op);
+  *out = op;
+  (void)progress();  // start at once; failures are reported by test/wait
+  return Status::kSuccess;
+}
+
+Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
+  ZCX_TRY(check_usable());
+  auto op = std::make_shared<Op>(ZCX_UINT8, ZCX_SUM);
+  for (const OpArgs& call : calls) {
+    Op one(call.dtype, call.op);
+    ZCX_TRY(plan(call, &one));
+    for (Task& t : one.sched.mutable_tasks()) {  // p2p message numbers per link
+      if (t.kind == TaskKind::kSend) t.msg_seq = ++p2p_sent_[t.peer];
+      if (t.kind == TaskKind::kRecv) t.msg_seq = ++p2p_recvd_[t.peer];
+    }
+    op->desc = one.desc;
+    op->sched.append(std::move(one.sched));
+  }
+  op->desc.count = 0;
+  op->desc.dtype = ZCX_UINT8;  // p2p headers compare bytes, whatever the dtypes
+  queue_.push_back(op);
+  *out = op;
+  (void)progress();
+  return Status::kSuccess;
+}
+
+void Comm::fail_queue(Status st) {
+  for (auto& op : queue_) {
+    op->result = st;
+    op->done = true;
+    if (op->exec && op->exec->has_inflight()) graveyard_.push_back(op);
+  }
+  queue_.clear();
+}
+
+Status Comm::progress() {
+  if (err_.has()) return err_.status();
+  Status cst = ctx_->progress();
+  if (cst != Status::kSuccess) {
+    err_.record(cst, last_error());
+    fail_queue(cst);
+    return cst;
+  }
+  while (!queue_.empty()) {
+    Op& head = *queue_.front();
+    if (!head.exec) head.exec = std::make_unique<Executor>(&head.sched, this, head.desc, nranks());
+    bool done = false;
+    Status st = head.exec->progress(&done);
+    if (st != Status::kSuccess) {
+      err_.record(st, last_error());
+      fail_queue(st);
+      return st;
+    }
+    if (!done) return Status::kSuccess;
+    if (head.avg_buf) finalize_avg(head.sched.dtype(), head.avg_buf, head.avg_count, nranks());
+    head.done = true;
+    queue_.pop_front();
+  }
+  return Status::kSuccess;
+}
+
+Status Comm::test(Op& op, bool* done) {
+  if (!op.done) (void)progress();
+  *done = op.done;
+  if (op.done && op.result != Status::kSuccess) return err_.has() ? err_.raise() : op.result;
+  return Status::kSuccess;
+}
+
+Status Comm::wait(Op& op) {
+  for (int spins = 0;; ++spins) {
+    bool done = false;
+    ZCX_TRY(test(op, &done));
+    if (done) return Status::kSuccess;
+    if (spins < 64) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+Status Comm::drain() {
+  while (!queue_.empty()) {
+    std::shared_ptr<Op> last = queue_.back();
+    ZCX_TRY(wait(*last));
+  }
+  return Status::kSuccess;
+}
+
+void Comm::abort() {
+  if (!err_.has()) err_.record(Status::kAborted, "communicator '" + name_ + "' was aborted");
+  fail_queue(Status::kAborted);
+  if (owned_ctx_) owned_ctx_->abort();
+}
+
+Status Comm::split(int color, int key, std::unique_ptr<Comm>* out) {
+  int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(2 * world_.size());
+  OpArgs a;
+  a.kind = CollKind::kAllgather;
+  a.sendbuf = mine;
+  a.recvbuf = all.data();
+  a.count = 2;
+  a.dtype = ZCX_INT64;
+  std::shared_ptr<Op> op;
+  ZCX_TRY(post(a, &op));
+  ZCX_TRY(wait(*op));
+  *out = nullptr;
+  if (color < 0) return Status::kSuccess;
+  std::vector<std::pair<int64_t, int>> members;  // (key, old rank)
+  for (int r = 0; r < nranks(); ++r)
+    if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
+  std::sort(members.begin(), members.end());
+  std::vector<int> world;
+  int newrank = -1;
+  for (auto& m : members) {
+    if (m.second == rank_) newrank = static_cast<int>(world.size());
+    world.push_back(world_[m.second]);
+  }
+  return create(ctx_, nullptr, std::move(world), newrank, mix(mix(id_, seq_), color),
+                name_ + "/" + std::to_string(color), out);
+}
+
+}  // namespace zcx::coll

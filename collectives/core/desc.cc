@@ -1,0 +1,67 @@
+// Descriptor comparison and formatting.
+#include "core/desc.h"
+
+#include "select/select.h"
+
+#include <zcx/coll.h>
+
+#include <cstdio>
+
+namespace zcx::coll {
+namespace {
+
+void add(std::string* out, const char* what, uint64_t mine, uint64_t theirs) {
+  if (mine == theirs) return;
+  char buf[96];
+  snprintf(buf, sizeof buf, "%s%s %llu here vs %llu there", out->empty() ? "" : ", ", what,
+           static_cast<unsigned long long>(mine), static_cast<unsigned long long>(theirs));
+  *out += buf;
+}
+
+const char* kind_name(uint8_t k) {
+  return k < static_cast<int>(CollKind::kCount) ? coll_kind_name(static_cast<CollKind>(k)) : "?";
+}
+
+}  // namespace
+
+std::string desc_describe(const OpDesc& d) {
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s #%llu %s %s count %llu root %d algo %s", kind_name(d.kind),
+           static_cast<unsigned long long>(d.seq), zcx_dtype_name(static_cast<zcx_dtype_t>(d.dtype)),
+           zcx_redop_name(static_cast<zcx_redop_t>(d.redop)),
+           static_cast<unsigned long long>(d.count), d.root,
+           d.algo < static_cast<int>(Algo::kCount) ? algo_name(static_cast<Algo>(d.algo)) : "?");
+  return buf;
+}
+
+std::string desc_diff(const OpDesc& mine, const OpDesc& theirs) {
+  if (theirs.magic != kDescMagic || theirs.version != kDescVersion)
+    return "not a zcx collective descriptor (magic/version)";
+  std::string out;
+  add(&out, "communicator id", mine.comm_id, theirs.comm_id);
+  add(&out, "operation number", mine.seq, theirs.seq);
+  if (mine.kind != theirs.kind)
+    out += std::string(out.empty() ? "" : ", ") + kind_name(mine.kind) + " here vs " +
+           kind_name(theirs.kind) + " there";
+  add(&out, "dtype", mine.dtype, theirs.dtype);
+  add(&out, "reduction op", mine.redop, theirs.redop);
+  add(&out, "root", static_cast<uint64_t>(mine.root), static_cast<uint64_t>(theirs.root));
+  add(&out, "nranks", mine.nranks, theirs.nranks);
+  add(&out, "count", mine.count, theirs.count);
+  add(&out, "count/displacement arrays (hash)", mine.aux, theirs.aux);
+  add(&out, "algorithm", mine.algo, theirs.algo);
+  add(&out, "chunk", mine.chunk, theirs.chunk);
+  add(&out, "flags", mine.flags, theirs.flags);
+  return out;
+}
+
+uint64_t hash_counts(const size_t* a, size_t n, uint64_t seed) {
+  uint64_t h = seed ^ 0x9e3779b97f4a7c15ull;  // FNV-style mix of every entry
+  for (size_t i = 0; a != nullptr && i < n; ++i) {
+    h ^= a[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace zcx::coll

@@ -1,0 +1,193 @@
+// The schedule executor.
+#include "schedule/executor.h"
+
+#include "common/clock.h"
+#include "common/config_vars.h"
+#include "reduce/reduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace zcx::coll {
+
+Executor::Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& desc, int nranks)
+    : sched_(schedule),
+      links_(links),
+      desc_(desc),
+      what_(desc_describe(desc)),
+      slots_(schedule->tasks().size()),
+      complete_(schedule->tasks().size(), 0),
+      hdrs_(schedule->tasks().size()),
+      link_sent_(nranks, 0),
+      link_recv_(nranks, 0),
+      link_ok_(nranks, 0),
+      last_progress_ns_(now_ns()) {}
+
+bool Executor::deps_done(int i) const {
+  const Task& t = sched_->tasks()[i];
+  for (uint32_t d = t.dep_begin; d < t.dep_end; ++d)
+    if (!complete_[sched_->deps()[d]]) return false;
+  return true;
+}
+
+Status Executor::issue(int i) {
+  const Task& t = sched_->tasks()[i];
+  if (t.kind == TaskKind::kReduce) {
+    size_t es = zcx_dtype_size(sched_->dtype());
+    reduce(sched_->dtype(), sched_->op(), t.dst, t.src, t.src2, t.bytes / es);
+    complete_[i] = 1;
+    return Status::kSuccess;
+  }
+  if (t.kind == TaskKind::kCopy) {
+    std::memcpy(t.dst, t.src, t.bytes);
+    complete_[i] = 1;
+    return Status::kSuccess;
+  }
+  Endpoint* ep = nullptr;
+  Status st = links_->endpoint(t.peer, &ep);
+  if (st != Status::kSuccess) return fail(st, t, "connecting");
+  ZCX_TRY(t.kind == TaskKind::kSend ? issue_send(i, ep) : issue_recv(i, ep));
+  if (slots_[i].hdr_done && slots_[i].data_done) complete_[i] = 1;  // nothing to wait for
+  else inflight_.push_back(i);
+  return Status::kSuccess;
+}
+
+Status Executor::issue_send(int i, Endpoint* ep) {
+  const Task& t = sched_->tasks()[i];
+  Slot& s = slots_[i];
+  const int tag = static_cast<int>(desc_.comm_id & 0x7fff);
+  if (t.per_message_header || !link_sent_[t.peer]) {
+    hdrs_[i] = desc_;
+    if (t.per_message_header) hdrs_[i].count = t.bytes;
+    if (t.msg_seq) hdrs_[i].seq = t.msg_seq;
+    link_sent_[t.peer] = 1;
+    Status st = ep->isend(&hdrs_[i], sizeof(OpDesc), tag, &s.hdr);
+    if (st != Status::kSuccess) return fail(st, t, "sending the descriptor to");
+    s.hdr_done = false;
+  }
+  if (t.bytes == 0) return Status::kSuccess;
+  Status st = ep->isend(t.src, t.bytes, tag, &s.req);
+  if (st != Status::kSuccess) return fail(st, t, "sending to");
+  s.data_done = false;
+  return Status::kSuccess;
+}
+
+Status Executor::issue_recv(int i, Endpoint* ep) {
+  const Task& t = sched_->tasks()[i];
+  Slot& s = slots_[i];
+  const int tag = static_cast<int>(desc_.comm_id & 0x7fff);
+  if (t.per_message_header || !link_recv_[t.peer]) {
+    link_recv_[t.peer] = 1;
+    Status st = ep->irecv(&hdrs_[i], sizeof(OpDesc), tag, &s.hdr);
+    if (st != Status::kSuccess) return fail(st, t, "receiving the descriptor from");
+    s.hdr_done = false;
+  }
+  if (t.bytes == 0) return Status::kSuccess;
+  Status st = ep->irecv(t.dst, t.bytes, tag, &s.req);
+  if (st != Status::kSuccess) return fail(st, t, "receiving from");
+  s.data_done = false;
+  return Status::kSuccess;
+}
+
+Status Executor::test_header(int i, const Task& t, Slot& s) {
+  bool done = false;
+  size_t size = 0;
+  Status st = links_->context().test(s.hdr, &done, &size);
+  if (st != Status::kSuccess) return fail(st, t, "exchanging the descriptor with");
+  if (!done) return Status::kSuccess;
+  s.hdr = nullptr;
+  s.hdr_done = true;
+  if (t.kind == TaskKind::kSend) return Status::kSuccess;
+  OpDesc want = desc_;
+  if (t.per_message_header) want.count = t.bytes;
+  if (t.msg_seq) want.seq = t.msg_seq;
+  std::string diff = size == sizeof(OpDesc) ? desc_diff(want, hdrs_[i])
+                                            : "descriptor of " + std::to_string(size) + " bytes";
+  if (diff.empty()) {
+    link_ok_[t.peer] = 1;
+    return Status::kSuccess;
+  }
+  return set_error(Status::kMismatch, kLogColl,
+                   "%s: %s called a different operation (%s): %s. Every rank must issue the "
+                   "same collectives, in the same order, with the same arguments",
+                   what_.c_str(), links_->peer_name(t.peer).c_str(),
+                   desc_describe(hdrs_[i]).c_str(), diff.c_str());
+}
+
+Status Executor::test(int i, bool* complete) {
+  const Task& t = sched_->tasks()[i];
+  Slot& s = slots_[i];
+  *complete = false;
+  if (!s.hdr_done) {
+    ZCX_TRY(test_header(i, t, s));
+    if (!s.hdr_done) return Status::kSuccess;  // data is judged only after its descriptor
+  }
+  // Data from a peer is judged only once that peer's descriptor matched: a disagreeing
+  // peer's data may not fit, and the descriptor says why.
+  if (!s.data_done && t.kind == TaskKind::kRecv && !t.per_message_header && !link_ok_[t.peer])
+    return Status::kSuccess;
+  if (!s.data_done) {
+    bool done = false;
+    size_t size = 0;
+    Status st = links_->context().test(s.req, &done, &size);
+    if (st != Status::kSuccess) return fail(st, t, t.kind == TaskKind::kSend ? "sending to" : "receiving from");
+    if (!done) return Status::kSuccess;
+    s.req = nullptr;
+    s.data_done = true;
+    if (t.kind == TaskKind::kRecv && size != t.bytes)
+      return set_error(Status::kMismatch, kLogColl, "%s: %s sent %zu bytes where %zu were expected",
+                       what_.c_str(), links_->peer_name(t.peer).c_str(), size, t.bytes);
+  }
+  *complete = true;
+  complete_[i] = 1;
+  return Status::kSuccess;
+}
+
+Status Executor::progress(bool* done) {
+  const auto& tasks = sched_->tasks();
+  bool moved = true;
+  for (int round = 0; moved && round < 4; ++round) {
+    moved = false;
+    while (next_ < tasks.size() && deps_done(static_cast<int>(next_))) {
+      ZCX_TRY(issue(static_cast<int>(next_)));
+      ++next_;
+      moved = true;
+    }
+    for (size_t k = 0; k < inflight_.size();) {
+      bool complete = false;
+      ZCX_TRY(test(inflight_[k], &complete));
+      if (complete) {
+        inflight_[k] = inflight_.back();
+        inflight_.pop_back();
+        moved = true;
+      } else {
+        ++k;
+      }
+    }
+    if (moved) last_progress_ns_ = now_ns();
+  }
+  *done = next_ == tasks.size() && inflight_.empty();
+  if (!*done && now_ns() - last_progress_ns_ > params::timeout_ms() * 1000000) return timeout_error();
+  return Status::kSuccess;
+}
+
+Status Executor::fail(Status st, const Task& t, const char* what) {
+  std::string cause = last_error();
+  return set_error(st, kLogColl, "%s: %s %s failed: %s", what_.c_str(), what,
+                   links_->peer_name(t.peer).c_str(), cause.c_str());
+}
+
+Status Executor::timeout_error() const {
+  std::set<int> peers;
+  for (int i : inflight_) peers.insert(sched_->tasks()[i].peer);
+  std::string list;
+  for (int p : peers) list += (list.empty() ? "" : ", ") + links_->peer_name(p);
+  if (list.empty()) list = "(no transfer in flight: waiting on a local step)";
+  return set_error(Status::kTimeout, kLogColl,
+                   "%s: no progress for %.1f s (ZCX_TIMEOUT); waiting for %s — has that rank "
+                   "reached this operation, and is it alive?",
+                   what_.c_str(), params::timeout_ms() / 1000.0, list.c_str());
+}
+
+}  // namespace zcx::coll

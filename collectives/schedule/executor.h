@@ -1,0 +1,65 @@
+// Runs one schedule over the transport: issues tasks in list order once their dependencies
+// are complete, sends the operation descriptor ahead of the first message on every link
+// (and checks the one that arrives), tests in-flight requests, and turns failures into
+// errors that name the peer: a dead peer (the transport's error), a disagreeing peer
+// (kMismatch), or a silent one (kTimeout after ZCX_TIMEOUT without any progress).
+#pragma once
+
+#include "base/context.h"
+#include "core/desc.h"
+#include "schedule/schedule.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zcx::coll {
+
+// What the executor needs from a communicator.
+class PeerLinks {
+ public:
+  virtual ~PeerLinks() = default;
+  virtual Status endpoint(int peer, Endpoint** ep) = 0;  // lazy connection
+  virtual Context& context() = 0;
+  virtual std::string peer_name(int peer) const = 0;     // "rank 3 (hostB)"
+};
+
+class Executor {
+ public:
+  Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& desc, int nranks);
+  // Advances as far as possible without blocking. *done when every task completed.
+  Status progress(bool* done);
+  // Requests still owned by the transport (their buffers must stay alive).
+  bool has_inflight() const { return !inflight_.empty(); }
+
+ private:
+  struct Slot {
+    Request* req = nullptr;
+    Request* hdr = nullptr;
+    bool hdr_done = true;
+    bool data_done = true;
+  };
+  bool deps_done(int i) const;
+  Status issue(int i);
+  Status issue_send(int i, Endpoint* ep);
+  Status issue_recv(int i, Endpoint* ep);
+  Status test(int i, bool* complete);
+  Status test_header(int i, const Task& t, Slot& s);
+  Status fail(Status st, const Task& t, const char* what);
+  Status timeout_error() const;
+
+  const Schedule* sched_;
+  PeerLinks* links_;
+  OpDesc desc_;
+  std::string what_;                 // "allreduce #7 on comm 'world'" for messages
+  std::vector<Slot> slots_;
+  std::vector<uint8_t> complete_;
+  std::vector<OpDesc> hdrs_;         // per task: header sent or received
+  std::vector<uint8_t> link_sent_, link_recv_;  // per peer: descriptor done on this link
+  std::vector<uint8_t> link_ok_;     // per peer: its descriptor arrived and matched
+  std::vector<int> inflight_;
+  size_t next_ = 0;
+  int64_t last_progress_ns_;
+};
+
+}  // namespace zcx::coll

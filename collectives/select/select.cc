@@ -1,0 +1,238 @@
+// The alpha-beta cost model and the selector.
+#include "select/select.h"
+
+#include "common/config.h"
+#include "common/log.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <set>
+
+namespace zcx::coll {
+namespace {
+
+const config::StringParam kAlgoParam(
+    "ZCX_ALGO", "",
+    "collective algorithm override: 'ring' or 'allreduce:rhd,broadcast:chain' (names: ring, "
+    "tree, rhd, hier, binomial, chain, pairwise)");
+const config::SizeParam kChunkParam("ZCX_CHUNK_SIZE", 0,
+                                    "collective pipeline chunk in bytes (0 = cost model)");
+const config::DoubleParam kAlphaShm("ZCX_COLL_ALPHA_US_SHM", 2.0,
+                                    "cost model: per-message latency between ranks of a host (us)");
+const config::DoubleParam kAlphaNet("ZCX_COLL_ALPHA_US_NET", 15.0,
+                                    "cost model: per-message latency across hosts (us)");
+const config::DoubleParam kBwShm("ZCX_COLL_BW_GBS_SHM", 10.0,
+                                 "cost model: bandwidth between ranks of a host (GB/s)");
+const config::DoubleParam kBwNet("ZCX_COLL_BW_GBS_NET", 10.0,
+                                 "cost model: bandwidth across hosts, one direction (GB/s)");
+const config::DoubleParam kReduceGbs("ZCX_COLL_REDUCE_GBS", 8.0,
+                                     "cost model: CPU reduction throughput (GB/s)");
+
+const char* const kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather",
+                                  "reducescatter", "alltoall", "allgatherv",
+                                  "reducescatterv", "alltoallv", "barrier", "sendrecv"};
+const char* const kAlgoNames[] = {"ring", "tree", "rhd", "binomial", "chain", "pairwise",
+                                  "direct", "hier"};
+
+double lg(int p) { return std::ceil(std::log2(std::max(p, 1))); }
+
+size_t clamp_size(double v, size_t lo, size_t hi) {
+  if (!(v > static_cast<double>(lo))) return lo;
+  return v > static_cast<double>(hi) ? hi : static_cast<size_t>(v);
+}
+
+// Parses ZCX_ALGO for collective `k`. Returns false when it says nothing about k. *specific:
+// the entry named k ("allreduce:ring") rather than every collective ("ring").
+bool algo_override(CollKind k, Algo* out, bool* specific) {
+  std::string text = kAlgoParam.get();
+  if (text.empty()) return false;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find_first_of(",;", pos);
+    std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    size_t colon = item.find(':');
+    std::string coll = colon == std::string::npos ? "" : item.substr(0, colon);
+    std::string name = colon == std::string::npos ? item : item.substr(colon + 1);
+    if ((coll.empty() || coll == coll_kind_name(k)) && algo_from_name(name, out)) {
+      *specific = !coll.empty();
+      return true;
+    }
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return false;
+}
+
+void warn_once(const std::string& what) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.insert(what).second) ZCX_WARN(kLogTuning, "%s", what.c_str());
+}
+
+std::string human(size_t bytes) {
+  char buf[32];
+  if (bytes >= (1u << 20)) snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  else if (bytes >= 1024) snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else snprintf(buf, sizeof buf, "%zu B", bytes);
+  return buf;
+}
+
+}  // namespace
+
+const char* coll_kind_name(CollKind k) { return kKindNames[static_cast<int>(k)]; }
+const char* algo_name(Algo a) { return kAlgoNames[static_cast<int>(a)]; }
+
+bool algo_from_name(const std::string& name, Algo* out) {
+  for (int i = 0; i < static_cast<int>(Algo::kCount); ++i)
+    if (name == kAlgoNames[i]) {
+      *out = static_cast<Algo>(i);
+      return true;
+    }
+  return false;
+}
+
+ModelParams model_params() {
+  ModelParams m;
+  m.alpha_us[0] = kAlphaShm.get();
+  m.alpha_us[1] = kAlphaNet.get();
+  m.bw_gbs[0] = std::max(kBwShm.get(), 1e-3);
+  m.bw_gbs[1] = std::max(kBwNet.get(), 1e-3);
+  m.reduce_gbs = std::max(kReduceGbs.get(), 1e-3);
+  return m;
+}
+
+int candidates(CollKind k, Algo* out, int max) {
+  auto put = [&](std::initializer_list<Algo> l) {
+    int n = 0;
+    for (Algo a : l)
+      if (n < max) out[n++] = a;
+    return n;
+  };
+  switch (k) {
+    case CollKind::kAllreduce: return put({Algo::kRing, Algo::kTree, Algo::kRhd, Algo::kHier});
+    case CollKind::kBroadcast: return put({Algo::kChain, Algo::kBinomial});
+    case CollKind::kReduce: return put({Algo::kChain, Algo::kBinomial});
+    case CollKind::kAllgather:
+    case CollKind::kAllgatherv:
+    case CollKind::kReducescatter:
+    case CollKind::kReducescatterv: return put({Algo::kRing});
+    case CollKind::kAlltoall:
+    case CollKind::kAlltoallv: return put({Algo::kPairwise});
+    case CollKind::kBarrier: return put({Algo::kRhd});
+    default: return put({Algo::kDirect});
+  }
+}
+
+// Times in microseconds: alpha per message, beta = 1/B (us per byte), gamma = reduction
+// (us per byte). Formulas from collectives.md §5.2; the chunked ones are our derivation: a
+// pipeline of k stages-in-flight costs (depth + k - 1) stages.
+double estimate_us(Algo algo, const SelectInput& in, const ModelParams& m, size_t chunk) {
+  const int li = static_cast<int>(in.link);
+  const double a = m.alpha_us[li], b = 1.0 / (m.bw_gbs[li] * 1e3);
+  const double g = 1.0 / (m.reduce_gbs * 1e3);
+  const double p = std::max(in.nranks, 1), n = static_cast<double>(in.bytes);
+  const bool reduces = in.kind == CollKind::kAllreduce || in.kind == CollKind::kReduce ||
+                       in.kind == CollKind::kReducescatter || in.kind == CollKind::kReducescatterv;
+  const double gr = reduces ? g : 0.0;
+  if (p <= 1) return 0.0;
+  auto pieces = [&](double bytes) { return chunk ? std::max(1.0, std::ceil(bytes / chunk)) : 1.0; };
+  switch (algo) {
+    case Algo::kRing: {
+      double steps = in.kind == CollKind::kAllreduce ? 2 * (p - 1) : p - 1;
+      double extra = (pieces(n / p) - 1) * a / 4;  // posting cost of each extra chunk
+      double red = (p - 1) / p * n * gr / (pieces(n / p) > 1 ? 2 : 1);  // overlapped when chunked
+      return steps * (a + extra) + steps / p * n * b + red;
+    }
+    case Algo::kTree: {
+      double k = pieces(n / 2), s = n / (2 * k), depth = lg(static_cast<int>(p)) + k - 1;
+      return 2 * depth * (a + 2 * s * b) + depth * s * gr;
+    }
+    case Algo::kRhd: {
+      int pof2 = 1;
+      while (pof2 * 2 <= in.nranks) pof2 *= 2;
+      double q = pof2, t = 2 * lg(pof2) * a + 2 * (q - 1) / q * n * b + (q - 1) / q * n * gr;
+      if (in.kind == CollKind::kBarrier) t = 2 * lg(pof2) * a;
+      if (pof2 != in.nranks) t += 2 * (a + n * b) + n * gr;
+      return t;
+    }
+    case Algo::kBinomial: return lg(static_cast<int>(p)) * (a + n * b + n * gr);
+    case Algo::kChain: {
+      double k = pieces(n);
+      return (p - 2 + k) * (a + n / k * (b + gr));
+    }
+    case Algo::kPairwise: return (p - 1) * (a + n / p * b);
+    case Algo::kHier: {  // binomial reduce + bcast inside a host, ring across hosts
+      const double as = m.alpha_us[0], bs = 1.0 / (m.bw_gbs[0] * 1e3);
+      double local = lg(in.ppn);
+      SelectInput leaders = in;
+      leaders.nranks = in.nnodes;
+      return 2 * local * (as + n * bs) + local * n * gr +
+             estimate_us(Algo::kRing, leaders, m, chunk);
+    }
+    default: return a + n * b;
+  }
+}
+
+size_t model_chunk(Algo algo, const SelectInput& in, const ModelParams& m) {
+  const int li = static_cast<int>(in.link);
+  const double a = m.alpha_us[li], b = 1.0 / (m.bw_gbs[li] * 1e3);
+  const double p = std::max(in.nranks, 1), n = static_cast<double>(in.bytes);
+  switch (algo) {
+    case Algo::kRing: return clamp_size(n / p / 4, 64 << 10, 1 << 20);
+    case Algo::kTree: {  // k = sqrt((depth - 1) n b / a) minimises the pipelined formula
+      double k = std::sqrt(std::max(lg(static_cast<int>(p)) - 1, 1.0) * n / 2 * b / a);
+      return clamp_size(n / 2 / std::max(k, 1.0), 32 << 10, 2 << 20);
+    }
+    case Algo::kChain: {
+      double k = std::sqrt(std::max(p - 2, 1.0) * n * b / a);
+      return clamp_size(n / std::max(k, 1.0), 32 << 10, 4 << 20);
+    }
+    default: return 0;
+  }
+}
+
+Choice select(const SelectInput& in) {
+  ModelParams m = model_params();
+  Algo cand[8];
+  int nc = candidates(in.kind, cand, 8);
+  Choice best;
+  best.algo = cand[0];
+  best.est_us = -1;
+  char buf[96];
+  snprintf(buf, sizeof buf, "%s %s p=%d %s:", coll_kind_name(in.kind), human(in.bytes).c_str(),
+           in.nranks, in.link == LinkClass::kNet ? "net" : "shm");
+  std::string table = buf;
+  for (int i = 0; i < nc; ++i) {
+    if (cand[i] == Algo::kHier && (in.nnodes <= 1 || in.nnodes >= in.nranks)) continue;
+    double t = estimate_us(cand[i], in, m, model_chunk(cand[i], in, m));
+    snprintf(buf, sizeof buf, " %s %.1fus", algo_name(cand[i]), t);
+    table += buf;
+    if (best.est_us < 0 || t < best.est_us) best.algo = cand[i], best.est_us = t;
+  }
+  std::string source = "model";
+  Algo forced;
+  bool specific = false;
+  if (algo_override(in.kind, &forced, &specific)) {
+    if (std::find(cand, cand + nc, forced) != cand + nc) {
+      best.algo = forced;
+      source = "ZCX_ALGO";
+    } else if (specific) {
+      warn_once(std::string("ZCX_ALGO=") + kAlgoParam.get() + ": " + algo_name(forced) +
+                " does not implement " + coll_kind_name(in.kind) + "; using the cost model");
+    }
+  }
+  size_t forced_chunk = kChunkParam.get();
+  best.chunk = forced_chunk ? forced_chunk : model_chunk(best.algo, in, m);
+  best.est_us = estimate_us(best.algo, in, m, best.chunk);
+  snprintf(buf, sizeof buf, " -> %s (%s), chunk %s%s", algo_name(best.algo), source.c_str(),
+           best.chunk ? human(best.chunk).c_str() : "none",
+           forced_chunk ? " (ZCX_CHUNK_SIZE)" : "");
+  best.why = table + buf;
+  ZCX_INFO(kLogTuning, "%s", best.why.c_str());
+  return best;
+}
+
+}  // namespace zcx::coll

@@ -1,0 +1,64 @@
+// Algorithm and chunk selection by an alpha-beta (Hockney) cost model per link class
+// (shared/reference/collectives.md §5.2). Every decision can be explained in one line,
+// logged under ZCX_DEBUG_SUBSYS=TUNING. ZCX_ALGO overrides the model:
+//   ZCX_ALGO=ring                          every collective that has a ring
+//   ZCX_ALGO=allreduce:rhd,broadcast:chain per collective
+// ZCX_CHUNK_SIZE (bytes, 0 = model) fixes the pipeline chunk.
+#pragma once
+
+#include "common/status.h"
+
+#include <cstddef>
+#include <string>
+
+namespace zcx::coll {
+
+enum class CollKind : int {
+  kAllreduce, kBroadcast, kReduce, kAllgather, kReducescatter, kAlltoall,
+  kAllgatherv, kReducescatterv, kAlltoallv, kBarrier, kSendRecv, kCount
+};
+const char* coll_kind_name(CollKind k);
+
+enum class Algo : int {
+  kRing, kTree, kRhd, kBinomial, kChain, kPairwise, kDirect, kHier, kCount
+};
+const char* algo_name(Algo a);
+bool algo_from_name(const std::string& name, Algo* out);
+
+enum class LinkClass : int { kShm = 0, kNet = 1, kCount };
+
+struct ModelParams {
+  double alpha_us[2];      // per-message latency, by LinkClass
+  double bw_gbs[2];        // one direction of a link, GB/s (1e9 B/s)
+  double reduce_gbs;       // CPU reduction throughput (bytes of output per second / 1e9)
+};
+ModelParams model_params();  // ZCX_COLL_{ALPHA_US,BW_GBS}_{SHM,NET}, ZCX_COLL_REDUCE_GBS
+
+struct SelectInput {
+  CollKind kind = CollKind::kAllreduce;
+  size_t bytes = 0;        // per-rank vector (allreduce/bcast/reduce), total gathered/scattered
+                           // (AG/RS and V forms), or total sent per rank (alltoall)
+  int nranks = 1;
+  LinkClass link = LinkClass::kShm;  // the slowest link class the communicator spans
+  int nnodes = 1;          // hosts the communicator spans
+  int ppn = 1;             // most ranks on one host
+};
+
+struct Choice {
+  Algo algo = Algo::kDirect;
+  size_t chunk = 0;        // pipeline chunk in bytes, 0 = one message per step
+  double est_us = 0;
+  std::string why;         // e.g. "allreduce 4 MiB p=8 net: ring 812us* tree 1630us ..."
+};
+
+// The algorithms that implement a collective (the first is the default fallback).
+int candidates(CollKind k, Algo* out, int max);
+// Model time of `algo` for `in` with `chunk` bytes per message (0 = unchunked).
+double estimate_us(Algo algo, const SelectInput& in, const ModelParams& m, size_t chunk);
+// The model's chunk for `algo` (0 when it does not pipeline).
+size_t model_chunk(Algo algo, const SelectInput& in, const ModelParams& m);
+// Picks, honouring ZCX_ALGO / ZCX_CHUNK_SIZE; an override that does not apply to this
+// collective warns once and falls back to the model.
+Choice select(const SelectInput& in);
+
+}  // namespace zcx::coll
