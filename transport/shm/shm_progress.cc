@@ -291,12 +291,13 @@ Status isend(Comm* c, const void* data, size_t size, int tag, Request** out) {
   if (r == nullptr) return Status::kSuccess;  // retry later
   r->comm = c;
   r->is_send = true;
+  r->n = 1;
   r->data = static_cast<const uint8_t*>(data);
   r->size = size;
   r->tag = tag;
   c->reqs.push(r);
   if (c->reqs.queued() == 1) {
-    if (c->idle != 0) c->last_progress_ns = now_ns();  // idle time before a post is no stall
+    c->had_progress = true;  // idle time before a post is no stall
     ZCX_TRY(progress(c));
   }
   *out = r;
@@ -313,15 +314,18 @@ Status irecv(Comm* c, int n, void** data, const size_t* sizes, const int* tags,
   Request* r = c->reqs.alloc();
   if (r == nullptr) return Status::kSuccess;
   r->comm = c;
+  r->is_send = false;
   r->n = n;
   for (int i = 0; i < n; ++i) {
+    r->filled[i] = false;
+    r->got[i] = 0;
     r->bufs[i] = static_cast<uint8_t*>(data[i]);
     r->caps[i] = sizes[i];
     r->tags[i] = tags != nullptr ? tags[i] : 0;
   }
   c->reqs.push(r);
   if (c->reqs.queued() == 1) {
-    if (c->idle != 0) c->last_progress_ns = now_ns();
+    c->had_progress = true;
     ZCX_TRY(progress(c));
   }
   *out = r;
@@ -355,9 +359,12 @@ Request* RequestQueue::alloc() {
 }
 
 void RequestQueue::release(Request* r) {
-  Comm* c = r->comm;
-  *r = Request{};
-  r->comm = c;
+  // Only the fields every post relies on are reset; isend/irecv set the rest.
+  r->done = false;
+  r->phase = 0;
+  r->off = 0;
+  r->nfilled = 0;
+  r->cur = -1;
   free_.push_back(r);
 }
 

@@ -4,6 +4,7 @@
 
 #include "base/provider.h"
 #include "common/clock.h"
+#include "common/status.h"
 
 #include <gtest/gtest.h>
 
