@@ -50,11 +50,13 @@ INSTANTIATE_TEST_SUITE_P(
                       SizeCase{4064, "pipeline"}, SizeCase{4065, "pipeline"},
                       SizeCase{65536, "pipeline"}, SizeCase{262144, "pipeline"},
                       SizeCase{262145, "pipeline"}, SizeCase{(1 << 20) + 3, "pipeline"},
-                      SizeCase{(3 << 20) + 5, "pipeline"}, SizeCase{(17 << 20) + 1, "pipeline"}));
+                      SizeCase{(3 << 20) + 5, "pipeline"}, SizeCase{(17 << 20) + 1, "pipeline"}),
+    [](const ::testing::TestParamInfo<SizeCase>& i) { return std::to_string(i.param.size); });
 INSTANTIATE_TEST_SUITE_P(
     Cma, ShmSizes,
     ::testing::Values(SizeCase{4065, "cma"}, SizeCase{8191, "cma"}, SizeCase{65536, "cma"},
-                      SizeCase{(1 << 20) + 3, "cma"}, SizeCase{(9 << 20) + 7, "cma"}));
+                      SizeCase{(1 << 20) + 3, "cma"}, SizeCase{(9 << 20) + 7, "cma"}),
+    [](const ::testing::TestParamInfo<SizeCase>& i) { return std::to_string(i.param.size); });
 
 TEST(Shm, ProviderTableIsComplete) {
   const zcx_provider_ops_t* o = ops();
