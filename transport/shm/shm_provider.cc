@@ -1,8 +1,11 @@
 // The shm provider's ops table (transport/base/provider.h): C entry points that translate
 // to the C++ implementation and never let an exception out.
 #include "common/check.h"
+#include "common/clock.h"
+#include "common/config_vars.h"
 #include "shm/shm.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -45,6 +48,19 @@ void fill_props(zcx_device_props_t* p) {
   p->max_message = size_t(1) << 40;
   p->reg_is_global = 1;
   p->needs_flush = 0;
+}
+
+// A CMA receive advertised our buffer: the sender may still be writing into it with
+// process_vm_writev. Before the buffer can be freed, wait (bounded by ZCX_TIMEOUT) until the
+// sender has finished its part or has died.
+void wait_cma_writer(Comm* c) {
+  uint64_t advertised = c->rline->rdv_seq.load(std::memory_order_acquire);
+  if (advertised == 0) return;
+  Deadline dl = Deadline::after_ms(params::timeout_ms());
+  while (c->sline->cma_part_done.load(std::memory_order_acquire) < advertised) {
+    if (dl.expired() || !c->watch.alive() || c->sline->closed.load() != 0) return;
+    sched_yield();
+  }
 }
 
 zcx_status_t c_init(const zcx_provider_init_t* self, void** ctx) {
@@ -131,7 +147,10 @@ zcx_status_t c_close_send(void* sc) {
 zcx_status_t c_close_recv(void* rc) {
   auto* c = static_cast<Comm*>(rc);
   if (c == nullptr) return ZCX_SUCCESS;
-  if (c->rline != nullptr) c->rline->closed.store(1, std::memory_order_release);
+  if (c->rline != nullptr) {
+    c->rline->closed.store(1, std::memory_order_release);
+    wait_cma_writer(c);
+  }
   delete c;
   return ZCX_SUCCESS;
 }
