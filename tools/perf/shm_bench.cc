@@ -127,7 +127,7 @@ double run_bw(int rank, Link& l, std::vector<char>& buf, size_t n, long iters, i
 long default_iters(const Options& o, size_t n) {
   if (o.iters > 0) return o.iters;
   if (o.test == "lat") return n <= 65536 ? 200000 : 2000;
-  return n <= 65536 ? 2000 : n <= (4u << 20) ? 100 : 4;
+  return n <= 65536 ? 2000 : n <= (4u << 20) ? 100 : 2;
 }
 
 int rank_main(int rank, const Options& o, void* lc0, const uint8_t* h0, int pipe_fds[2],

@@ -12,7 +12,7 @@
 static long default_iters(int lat, size_t n, long forced) {
   if (forced > 0) return forced;
   if (lat) return n <= 65536 ? 200000 : 2000;
-  return n <= 65536 ? 2000 : n <= (4u << 20) ? 100 : 4;
+  return n <= 65536 ? 2000 : n <= (4u << 20) ? 100 : 2;
 }
 
 static double run_lat(int rank, char* buf, size_t n, long iters) {
