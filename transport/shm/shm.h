@@ -203,6 +203,7 @@ struct Comm {
   uint64_t spin_limit = 0;    // ZCX_SHM_SPIN, read once
   LargeMode large = LargeMode::kAuto;
   size_t cma_min = 0;         // auto mode: CMA from this size up
+  size_t stream_min = 0;      // copy-out with non-temporal stores from this size up
   uint64_t idle = 0;          // consecutive polls without progress
   bool progressed = false;    // set by the data path, consumed by progress()
   bool had_progress = false;  // progress since the last clock read
@@ -225,6 +226,7 @@ uint32_t cfg_slot_bytes();
 uint32_t cfg_nchunks();
 uint32_t cfg_chunk_bytes();
 uint32_t cfg_spin_before_yield();
+size_t cfg_stream_min();
 
 // Connection set-up (shm_ep.cc).
 Status listen(Context* ctx, void* handle, ListenComm** out);
@@ -242,7 +244,6 @@ Status check_peer(Comm* c, int64_t now);
 Status check_ack(Comm* c);
 // Chunk copy-out; `stream` uses non-temporal stores (messages larger than the caches).
 void copy_out(void* dst, const void* src, size_t n, bool stream);
-inline constexpr size_t kStreamMin = 16u << 20;
 Status cma_read(Comm* c, void* dst, uint64_t src, size_t n);
 Status cma_write(Comm* c, uint64_t dst, const void* src, size_t n);
 std::string peer_name(const Comm* c);

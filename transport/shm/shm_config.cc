@@ -23,6 +23,9 @@ const config::IntParam nchunks{"ZCX_SHM_CHUNKS", 8,
     "Chunks in each shm connection's large-message pipeline (power of two).", 2, 64};
 const config::SizeParam chunk_bytes{"ZCX_SHM_CHUNK_BYTES", 256 * 1024,
     "Bytes per pipeline chunk (multiple of 4096)."};
+const config::SizeParam stream_min{"ZCX_SHM_NT_MIN", 16u << 20,
+    "Pipelined messages of at least this size are copied out with non-temporal stores "
+    "(they would only evict the caches)."};
 const config::IntParam spin{"ZCX_SHM_SPIN", 2000,
     "Idle polls of an shm request before each further poll yields the CPU (sched_yield).",
     0, 1 << 30};
@@ -47,6 +50,7 @@ uint32_t cfg_chunk_bytes() {
   size_t v = chunk_bytes.get();
   return v > (64u << 20) ? (64u << 20) : static_cast<uint32_t>(v);
 }
+size_t cfg_stream_min() { return stream_min.get(); }
 uint32_t cfg_spin_before_yield() { return static_cast<uint32_t>(spin.get()); }
 
 }  // namespace zcx::shm

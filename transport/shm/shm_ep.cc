@@ -222,6 +222,7 @@ Status comm_attach_views(Comm* c) {
   c->spin_limit = cfg_spin_before_yield();
   c->large = large_mode();
   c->cma_min = cma_threshold();
+  c->stream_min = cfg_stream_min();
   return Status::kSuccess;
 }
 

@@ -190,7 +190,7 @@ Status recv_drain(Comm* c, Request* r) {
       if (c->chunk_tail == c->chunk_head) return Status::kInProgress;
     }
     size_t n = std::min(chunk, r->cur_size - r->off);
-    copy_out(dst + r->off, chunk_at(c, c->chunk_tail), n, r->cur_size >= kStreamMin);
+    copy_out(dst + r->off, chunk_at(c, c->chunk_tail), n, r->cur_size >= c->stream_min);
     r->off += n;
     c->rline->chunk_tail.store(++c->chunk_tail, std::memory_order_release);
     c->progressed = true;
@@ -242,7 +242,15 @@ Status idle_poll(Comm* c) {
   }
   if (now - c->last_check_ns < kCheckIntervalNs) return Status::kSuccess;
   c->last_check_ns = now;
-  return check_peer(c, now);
+  Status st = check_peer(c, now);
+  if (st == Status::kRemote) {
+    // The peer closed or exited after its last stores: deliver what it left first. Its
+    // flag/exit was observed after our last poll of the ring, so poll once more.
+    Status again = c->is_send ? progress_send(c) : progress_recv(c);
+    if (ok(again) && c->progressed) return Status::kSuccess;
+  }
+  if (!ok(st)) ZCX_WARN(kLogShm, "%s", last_error());
+  return st;
 }
 
 }  // namespace
@@ -252,16 +260,16 @@ Status check_peer(Comm* c, int64_t now) {
   if (c->is_send) c->sline->heartbeat.fetch_add(1, std::memory_order_relaxed);
   else c->rline->heartbeat.fetch_add(1, std::memory_order_relaxed);
   if (!c->watch.alive())
-    return set_error(Status::kRemote, kLogShm,
+    return set_error_quiet(Status::kRemote,
                      "%s died (its process exited) with shm transfers in flight",
                      peer_name(c).c_str());
   uint32_t closed = c->is_send ? c->rline->closed.load(std::memory_order_acquire)
                                : c->sline->closed.load(std::memory_order_acquire);
   if (closed != 0)
-    return set_error(Status::kRemote, kLogShm, "%s closed the shm connection",
+    return set_error_quiet(Status::kRemote, "%s closed the shm connection",
                      peer_name(c).c_str());
   if (now - c->last_progress_ns > params::timeout_ms() * 1000000)
-    return set_error(Status::kTimeout, kLogShm,
+    return set_error_quiet(Status::kTimeout,
                      "no progress with %s for %.1f s over shm (ZCX_TIMEOUT); the peer is "
                      "alive but not sending or receiving", peer_name(c).c_str(),
                      static_cast<double>(now - c->last_progress_ns) / 1e9);
