@@ -231,6 +231,31 @@ TEST(Shm, ClosedSenderFailsPendingReceiveNamingThePeer) {
   EXPECT_NE(std::string(zcx::last_error()).find("peer rank 1"), std::string::npos);
 }
 
+TEST(Shm, MessagesSentBeforeCloseAreStillDelivered) {
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  std::vector<uint8_t> src(1000);
+  fill_pattern(src, 5);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<void*> reqs(1, nullptr);
+    ASSERT_EQ(ops()->isend(p.sc, src.data(), src.size(), 0, nullptr, &reqs[0]), ZCX_SUCCESS);
+    ASSERT_EQ(wait_all(reqs), ZCX_SUCCESS);
+  }
+  (void)ops()->close_send(p.sc);
+  p.sc = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<uint8_t> dst(1000, 0);
+    void* bufs[1] = {dst.data()};
+    size_t caps[1] = {dst.size()};
+    int tags[1] = {0};
+    std::vector<void*> reqs(1, nullptr);
+    ASSERT_EQ(ops()->irecv(p.rc, 1, bufs, caps, tags, nullptr, &reqs[0]), ZCX_SUCCESS);
+    ASSERT_EQ(wait_all(reqs), ZCX_SUCCESS) << zcx::last_error();
+    EXPECT_EQ(first_diff(src, dst, src.size()), -1);
+  }
+}
+
 TEST(Shm, SilentPeerTimesOutWithinZcxTimeout) {
   config::ScopedOverride t("ZCX_TIMEOUT", "0.5");
   Rank a(0), b(1);
