@@ -28,24 +28,29 @@ PORT=$((20000 + RANDOM % 20000))
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else printf "%.3f", (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }
 
-zcx() {  # zcx <lat|bw> <size> [env...]
+# bw1 = bandwidth with one message in flight (each message streams through memory on its
+# own; with a window of messages sharing one buffer, an implementation that interleaves
+# fragments of concurrent messages re-reads and re-writes the same lines from cache).
+flags() { case $1 in lat) echo "-t lat" ;; bw) echo "-t bw" ;; bw1) echo "-t bw -w 1 -n 40" ;; esac; }
+zcx() {  # zcx <lat|bw|bw1> <size> [env...]
   local t=$1 s=$2; shift 2
-  env "$@" $RT "$BENCH" -t "$t" -s "$s" | awk '!/^#/ {print $2}'
+  env "$@" $RT "$BENCH" $(flags "$t") -s "$s" | awk '!/^#/ {print $2}'
 }
 mpi() {  # mpi <lat|bw> <size> <none|cma>
   $RT mpirun --allow-run-as-root -np 2 --bind-to core --mca btl vader,self \
-    --mca btl_vader_single_copy_mechanism "$3" "$TMP/mpi-pp" -t "$1" -s "$2" 2>/dev/null |
+    --mca btl_vader_single_copy_mechanism "$3" "$TMP/mpi-pp" $(flags "$1") -s "$2" 2>/dev/null |
     awk '!/^#/ {print $2}'
 }
 ucx() {  # ucx <lat|bw> <size> <UCX_TLS>
-  local test=tag_lat iters=100000
-  [[ $1 == bw ]] && test=tag_bw && iters=$(( $2 >= 16777216 ? 40 : 2000 ))
+  local test=tag_lat iters=100000 extra=""
+  [[ $1 == bw* ]] && test=tag_bw && iters=$(( $2 >= 16777216 ? 40 : 2000 ))
+  [[ $1 == bw1 ]] && extra="-O 1"
   [[ $1 == lat && $2 -gt 65536 ]] && iters=2000
   PORT=$((PORT + 1))
   UCX_TLS=$3 $RT timeout 120 ucx_perftest -p $PORT -c 1 >/dev/null 2>&1 &
   local srv=$!
   sleep 0.5
-  UCX_TLS=$3 $RT timeout 120 ucx_perftest localhost -p $PORT -c 0 -t $test -s "$2" -n $iters 2>/dev/null |
+  UCX_TLS=$3 $RT timeout 120 ucx_perftest localhost -p $PORT -c 0 -t $test -s "$2" -n $iters $extra 2>/dev/null |
     awk -v t="$1" '/^Final:/ { if (t == "lat") print $5; else printf "%.3f\n", $7 * 1048576 / 1e9 }'
   wait $srv 2>/dev/null || true
 }
@@ -103,6 +108,7 @@ for rep in $(seq "$REPS"); do
   for i in "${!SYSTEMS[@]}"; do
     for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(${FUNCS[$i]} lat "$s") "; done
     for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(${FUNCS[$i]} bw "$s") "; done
+    VALS[$i,bw1]+="$(${FUNCS[$i]} bw1 67108864) "
   done
 done
 med() { tr ' ' '\n' <<< "${VALS[$1]}" | grep -v '^$' | median; }
@@ -112,9 +118,10 @@ echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(lscpu | sed -n 's/
      "REPS=$REPS (medians)${RT:+, run under '$RT'}"
 echo "Hardware floor (one cache line bounced between the two CPUs, no library): $(med floor) us one-way"
 echo
-printf '| system | 8 B lat (us) | 4 KiB lat (us) | 64 KiB bw (GB/s) | 1 MiB bw (GB/s) | 64 MiB bw (GB/s) |\n'
-printf '|---|---:|---:|---:|---:|---:|\n'
+echo "| system | 8 B lat (us) | 4 KiB lat (us) | 64 KiB bw (GB/s) | 1 MiB bw (GB/s) | 64 MiB bw (GB/s) | 64 MiB bw, 1 in flight (GB/s) |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for i in "${!SYSTEMS[@]}"; do
-  printf '| %s | %s | %s | %s | %s | %s |\n' "${SYSTEMS[$i]}" "$(med "$i,lat,8")" \
-    "$(med "$i,lat,4096")" "$(med "$i,bw,65536")" "$(med "$i,bw,1048576")" "$(med "$i,bw,67108864")"
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "${SYSTEMS[$i]}" "$(med "$i,lat,8")" \
+    "$(med "$i,lat,4096")" "$(med "$i,bw,65536")" "$(med "$i,bw,1048576")" \
+    "$(med "$i,bw,67108864")" "$(med "$i,bw1")"
 done
