@@ -31,6 +31,7 @@ inline constexpr uint32_t kWireVersion = 1;
 inline constexpr size_t kLineGroup = 128;
 inline constexpr int kMaxRecvs = 8;
 inline constexpr int kMaxRequests = 512;  // in flight per comm
+inline constexpr size_t kMaxMessage = size_t(1) << 40;
 
 enum SlotType : uint32_t { kSlotInline = 1, kSlotPipe = 2, kSlotCma = 3 };
 enum class LargeMode { kPipeline, kCma, kAuto };

@@ -319,6 +319,10 @@ Status irecv(Comm* c, int n, void** data, const size_t* sizes, const int* tags,
     return set_error(Status::kInvalidArg, kLogShm, "shm irecv: n=%d, expected 1..%d", n,
                      kMaxRecvs);
   if (c->error.has()) return c->error.raise();
+  for (int i = 0; i < n; ++i)
+    if ((data[i] == nullptr && sizes[i] != 0) || sizes[i] > kMaxMessage)
+      return set_error(Status::kInvalidArg, kLogShm,
+                       "shm irecv: buffer %d is NULL or larger than %zu bytes", i, kMaxMessage);
   Request* r = c->reqs.alloc();
   if (r == nullptr) return Status::kSuccess;
   r->comm = c;

@@ -45,7 +45,7 @@ void fill_props(zcx_device_props_t* p) {
   p->max_recvs = kMaxRecvs;
   p->max_comms = 65536;
   p->inline_bytes = cfg_slot_bytes() - kSlotHeaderBytes;
-  p->max_message = size_t(1) << 40;
+  p->max_message = kMaxMessage;
   p->reg_is_global = 1;
   p->needs_flush = 0;
 }
@@ -67,16 +67,17 @@ zcx_status_t c_init(const zcx_provider_init_t* self, void** ctx) {
   return to_c(do_init(self, ctx));
 }
 zcx_status_t c_finalize(void* ctx) {
+  if (ctx == nullptr) return ZCX_ERR_INVALID_ARG;
   delete static_cast<Context*>(ctx);
   return ZCX_SUCCESS;
 }
-zcx_status_t c_devices(void*, int* ndev) {
-  if (ndev == nullptr) return ZCX_ERR_INVALID_ARG;
+zcx_status_t c_devices(void* ctx, int* ndev) {
+  if (ctx == nullptr || ndev == nullptr) return ZCX_ERR_INVALID_ARG;
   *ndev = 1;
   return ZCX_SUCCESS;
 }
-zcx_status_t c_get_properties(void*, int dev, zcx_device_props_t* props) {
-  if (dev != 0 || props == nullptr) return ZCX_ERR_INVALID_ARG;
+zcx_status_t c_get_properties(void* ctx, int dev, zcx_device_props_t* props) {
+  if (ctx == nullptr || dev != 0 || props == nullptr) return ZCX_ERR_INVALID_ARG;
   fill_props(props);
   return ZCX_SUCCESS;
 }
@@ -108,17 +109,27 @@ zcx_status_t c_peer_info(void* comm, zcx_peer_info_t* info) {
   *info = static_cast<Comm*>(comm)->peer;
   return ZCX_SUCCESS;
 }
-zcx_status_t c_reg_mr(void* comm, void*, size_t, int kind, void** mh) {
-  if (comm == nullptr || mh == nullptr) return ZCX_ERR_INVALID_ARG;
+zcx_status_t c_reg_mr(void* comm, void* data, size_t size, int kind, void** mh) {
+  if (comm == nullptr || mh == nullptr || (data == nullptr && size != 0))
+    return ZCX_ERR_INVALID_ARG;
+  if (size > kMaxMessage)
+    return to_c(set_error(Status::kInvalidArg, kLogShm,
+                          "shm reg_mr: %zu bytes exceeds the %zu-byte limit", size, kMaxMessage));
   if (kind != ZCX_MEM_HOST)
     return to_c(set_error(Status::kUnsupported, kLogShm, "shm moves host memory only"));
   *mh = &g_host_region_marker;
   return ZCX_SUCCESS;
 }
-zcx_status_t c_dereg_mr(void*, void*) { return ZCX_SUCCESS; }
+zcx_status_t c_dereg_mr(void* comm, void* mh) {
+  return comm == nullptr || mh == nullptr ? ZCX_ERR_INVALID_ARG : ZCX_SUCCESS;
+}
 zcx_status_t c_isend(void* sc, void* data, size_t size, int tag, void*, void** req) {
   if (sc == nullptr || req == nullptr || (data == nullptr && size != 0))
     return ZCX_ERR_INVALID_ARG;
+  if (size > kMaxMessage)
+    return to_c(set_error(Status::kInvalidArg, kLogShm,
+                          "shm isend: %zu bytes exceeds the %zu-byte message limit", size,
+                          kMaxMessage));
   Request* r = nullptr;
   Status st = isend(static_cast<Comm*>(sc), data, size, tag, &r);
   *req = r;
@@ -139,14 +150,14 @@ zcx_status_t c_test(void* req, int* done, size_t* sizes) {
 }
 zcx_status_t c_close_send(void* sc) {
   auto* c = static_cast<Comm*>(sc);
-  if (c == nullptr) return ZCX_SUCCESS;
+  if (c == nullptr) return ZCX_ERR_INVALID_ARG;
   if (c->sline != nullptr) c->sline->closed.store(1, std::memory_order_release);
   delete c;
   return ZCX_SUCCESS;
 }
 zcx_status_t c_close_recv(void* rc) {
   auto* c = static_cast<Comm*>(rc);
-  if (c == nullptr) return ZCX_SUCCESS;
+  if (c == nullptr) return ZCX_ERR_INVALID_ARG;
   if (c->rline != nullptr) {
     c->rline->closed.store(1, std::memory_order_release);
     wait_cma_writer(c);
@@ -155,6 +166,7 @@ zcx_status_t c_close_recv(void* rc) {
   return ZCX_SUCCESS;
 }
 zcx_status_t c_close_listen(void* lc) {
+  if (lc == nullptr) return ZCX_ERR_INVALID_ARG;
   delete static_cast<ListenComm*>(lc);
   return ZCX_SUCCESS;
 }
