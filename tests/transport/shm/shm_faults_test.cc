@@ -170,5 +170,34 @@ TEST(ShmFaults, ExhaustedSharedMemoryIsAClearError) {
   printf("[ shm full ] %s\n", b->error[1]);
 }
 
+// E5: a process of another user reaches the abstract socket but never gets a connection:
+// the connector checks the listener's SO_PEERCRED, the acceptor the connector's.
+TEST(ShmFaults, OtherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another user";
+  SharedBoard b;
+  Rank listener(0, 0xabc, 2);
+  uint8_t handle[ZCX_HANDLE_BYTES];
+  void* lc = nullptr;
+  ASSERT_EQ(ops()->listen(listener.ctx, 0, handle, &lc), ZCX_SUCCESS);
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    Rank self(1, 0xabc, 2);
+    void* sc = nullptr;
+    zcx_status_t st = connect_poll(self.ctx, handle, &sc);
+    record(b.get(), 1, "connect returned " + std::to_string(st));
+    _exit(st == ZCX_ERR_AUTH && sc == nullptr ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  void* rc = nullptr;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(ops()->accept(lc, &rc), ZCX_SUCCESS);
+  EXPECT_EQ(rc, nullptr);
+  (void)ops()->close_listen(lc);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << b->error[1];
+  EXPECT_NE(std::string(b->error[1]).find("credentials"), std::string::npos) << b->error[1];
+}
+
 }  // namespace
 }  // namespace zcx::shm_test
