@@ -156,3 +156,34 @@ TEST(BootstrapTimeout, UnreachableRootTimesOut) {
 
 }  // namespace
 }  // namespace zcx
+
+namespace zcx {
+namespace {
+
+// The same operations with ranks as separate processes (what zcx-run launches).
+TEST(BootstrapProcesses, AllgatherBarrierSendRecvAcross4Processes) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "20");
+  UniqueId id;
+  ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+  constexpr int n = 4;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r)
+    pids.push_back(test::fork_child([&, r]() {
+      std::unique_ptr<Bootstrap> bs;
+      if (failed(Bootstrap::init(id, r, n, &bs))) return 10;
+      uint64_t slots[n] = {};
+      slots[r] = 0x1000u * static_cast<uint64_t>(r) + static_cast<uint64_t>(getpid());
+      if (failed(bs->allgather(slots, sizeof slots[0]))) return 11;
+      for (int p = 0; p < n; ++p)
+        if (slots[p] != 0x1000u * static_cast<uint64_t>(p) + static_cast<uint64_t>(bs->pid(p)))
+          return 12;
+      int next = (r + 1) % n, prev = (r + n - 1) % n, got = -1;
+      if (failed(bs->send(next, 5, &r, sizeof r))) return 13;
+      if (failed(bs->recv(prev, 5, &got, sizeof got)) || got != prev) return 14;
+      return failed(bs->barrier()) ? 15 : 0;
+    }));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(test::wait_child(pids[static_cast<size_t>(r)], 30000), 0) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace zcx

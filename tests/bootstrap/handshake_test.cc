@@ -182,3 +182,17 @@ TEST(HandshakeWire, DecodeRejectsGarbage) {
 
 }  // namespace
 }  // namespace zcx
+
+namespace zcx {
+namespace {
+
+TEST(WarnLimiter, AllowsABurstThenCounts) {
+  WarnLimiter limiter;
+  int allowed = 0;
+  for (int i = 0; i < 100; ++i) allowed += limiter.allow() ? 1 : 0;
+  EXPECT_EQ(allowed, 10);
+  EXPECT_EQ(limiter.suppressed(), 90);
+}
+
+}  // namespace
+}  // namespace zcx

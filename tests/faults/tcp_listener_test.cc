@@ -156,6 +156,14 @@ TEST_F(TcpListener, GarbageAndSilentClientsDoNotBlockAccept) {
   legit_connection_works();  // while the silent client still holds its socket
 }
 
+TEST_F(TcpListener, FloodOfSilentClientsDoesNotLockOutTheJob) {
+  SockAddr addr = handle_address(handle_);
+  std::vector<UniqueFd> flood;
+  for (int i = 0; i < 300; ++i) flood.push_back(raw_client(addr, ""));  // > pending capacity
+  EXPECT_EQ(accept_for(200), nullptr);
+  legit_connection_works();
+}
+
 TEST_F(TcpListener, ClientThatHangsUpMidHelloIsDropped) {
   SockAddr addr = handle_address(handle_);
   { UniqueFd half = raw_client(addr, std::string(40, 'Z')); }  // closed after 40 bytes

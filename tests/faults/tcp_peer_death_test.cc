@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,7 @@ class TcpPeerDeath : public ::testing::Test {
       }
     }
     *ms_after_kill = now_ms() - t_kill;
+    printf("failure seen %lld ms after SIGKILL\n", static_cast<long long>(*ms_after_kill));
     return st;
   }
 

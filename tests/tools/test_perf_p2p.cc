@@ -28,24 +28,26 @@ std::string slurp(const std::string& path) {
 TEST(ZcxPerfP2p, TcpSweepPrintsTableAndJson) {
   std::string json = testing::TempDir() + "/zcx_perf_p2p.json";
   ToolResult r = run_tool(kRun + " -np 2 --timeout 100 -- " + kPerf +
-                          " p2p --provider tcp -b 8 -e 32K -f 8 -n 20 -w 2 --reps 2 --json " + json);
+                          " p2p --provider tcp -b 8 -e 2M -f 8 -n 20 -w 2 --reps 2 --json " + json);
   SKIP_WITHOUT_TCP(r);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("[0] #         size        iters       window   lat_us_med"),
             std::string::npos) << r.out;
   // One row per size, each with 9 numeric columns, printed by rank 0 only.
-  std::regex row(R"(\[0\] +(8|64|512|4096|32768) +20 +64( +[0-9]+\.[0-9]+){6})");
+  std::regex row(R"(\[0\] +(8|64|512|4096|32768|262144|2097152) +20 +(64|16)( +[0-9]+\.[0-9]+){7})");
   int rows = 0;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) rows += std::regex_match(line, row);
-  EXPECT_EQ(rows, 5) << r.out;
+  EXPECT_EQ(rows, 7) << r.out;
   EXPECT_EQ(r.out.find("[1] "), std::string::npos) << "rank 1 should print nothing: " << r.out;
   std::string text = slurp(json);
   EXPECT_NE(text.find("\"schema\": \"zcx-perf/1\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"provider\": \"tcp\""), std::string::npos);
-  for (const char* size : {"8", "64", "512", "4096", "32768"})
-    EXPECT_NE(text.find(std::string("{\"size\": ") + size + ", \"iters\": 20, \"window\": 64, "
-                        "\"lat_us\": {\"median\": "), std::string::npos) << size << "\n" << text;
+  for (const char* row_start : {"{\"size\": 8, \"iters\": 20, \"window\": 64, \"lat_us\": {",
+                                "{\"size\": 32768, \"iters\": 20, \"window\": 64, \"lat_us\": {",
+                                "{\"size\": 262144, \"iters\": 20, \"window\": 16, \"lat_us\": {",
+                                "{\"size\": 2097152, \"iters\": 20, \"window\": 16, \"lat_us\": {"})
+    EXPECT_NE(text.find(row_start), std::string::npos) << row_start << "\n" << text;
 }
 
 TEST(ZcxPerfP2p, LatencyOnlyLeavesBandwidthEmpty) {
@@ -53,7 +55,7 @@ TEST(ZcxPerfP2p, LatencyOnlyLeavesBandwidthEmpty) {
                           " p2p -t lat -b 1K -e 1K -n 10 -w 1 --reps 1");
   SKIP_WITHOUT_TCP(r);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\[0\] +1024 +10 +0( +[0-9.]+){3} +- +- +-)")))
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\[0\] +1024 +10 +0( +[0-9.]+){3} +- +- +- +[0-9.]+)")))
       << r.out;
 }
 

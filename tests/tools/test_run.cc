@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -72,10 +73,14 @@ TEST(ZcxRun, TimeoutStopsEveryRank) {
 }
 
 TEST(ZcxRun, RankIgnoringSigtermIsKilledAfterGrace) {
+  // Rank 0 fails only once rank 1 ignores SIGTERM (a ready file says so).
   ToolResult r = zcx_run("-np 2 --grace 0.5",
-                         "trap \"\" TERM; if [ $ZCX_RANK = 0 ]; then exit 4; fi; sleep 60");
+                         "f=/tmp/zcx-run-test-$ZCX_RUN_JOB; "
+                         "if [ $ZCX_RANK = 0 ]; then while [ ! -e $f ]; do sleep 0.05; done; "
+                         "rm -f $f; exit 4; fi; trap \"\" TERM; touch $f; sleep 60");
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_NE(r.err.find("sending SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ranks 1 still running 0.5 s after SIGTERM; sending SIGKILL"),
+            std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 10.0);
 }
 
@@ -131,13 +136,24 @@ TEST(ZcxRun, BadUsageIsRejected) {
 }
 
 TEST(ZcxRun, ForwardsSigint) {
-  ToolResult r = run_tool("sh -c '" + kRun +
-                          " -np 2 -- sh -c \"trap \\\"echo got INT; exit 7\\\" INT; sleep 60 & wait\" "
-                          "& pid=$!; sleep 0.5; kill -INT $pid; wait $pid'");
+  // The ranks say when their INT trap is set; then the launcher gets SIGINT.
+  std::string dir = testing::TempDir() + "/zcx-run-sigint";
+  std::string script = dir + "/job.sh";
+  ASSERT_EQ(run_tool("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
+  std::ofstream(script) << kRun << " -np 2 --env READY=" << dir << R"( -- sh -c '
+      trap "echo got INT; exit 7" INT; touch $READY/$ZCX_RANK; sleep 60 & wait' &
+    pid=$!
+    while [ ! -e )" << dir << "/0 ] || [ ! -e " << dir << R"(/1 ]; do sleep 0.05; done
+    kill -INT $pid
+    wait $pid
+)";
+  ToolResult r = run_tool("sh " + script);
   EXPECT_EQ(r.exit_code, 128 + 2) << r.err;
   EXPECT_NE(r.out.find("[0] got INT"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("[1] got INT"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("received SIGINT; forwarding it to the ranks"), std::string::npos);
   EXPECT_LT(r.seconds, 10.0);
+  (void)run_tool("rm -rf " + dir);
 }
 
 }  // namespace

@@ -92,6 +92,13 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   void run(Body body) {
     const zcx_provider_ops_t* ops = provider_find(GetParam());
     ASSERT_NE(ops, nullptr);
+    {
+      ProviderCtx probe;
+      int ndev = 0;
+      if (probe.init(ops, 0, 1, 0) != ZCX_SUCCESS ||
+          ops->devices(probe.ctx, &ndev) != ZCX_SUCCESS || ndev == 0)
+        GTEST_SKIP() << GetParam() << " has no usable device here: " << zcx_get_last_error();
+    }
     if (g_threads > 0) {
       ThreadGroup group(g_threads);
       std::vector<std::thread> ts;

@@ -83,14 +83,17 @@ void pingpong(bool initiator, void* send, void* recv, int iters) {
     void* b = in;
     size_t cap = sizeof in;
     int tag = 0;
-    if (post_recv(g_ops, recv, 1, &b, &cap, &tag, nullptr, &r) != ZCX_SUCCESS) die("irecv", ZCX_ERR_INTERNAL);
+    zcx_status_t st = post_recv(g_ops, recv, 1, &b, &cap, &tag, nullptr, &r);
+    if (st != ZCX_SUCCESS) die("irecv", st);
     if (initiator) {
-      if (post_send(g_ops, send, out, sizeof out, 0, nullptr, &s) != ZCX_SUCCESS) die("isend", ZCX_ERR_INTERNAL);
+      st = post_send(g_ops, send, out, sizeof out, 0, nullptr, &s);
+      if (st != ZCX_SUCCESS) die("isend", st);
       wait1(s);
       wait1(r);
     } else {
       wait1(r);
-      if (post_send(g_ops, send, out, sizeof out, 0, nullptr, &s) != ZCX_SUCCESS) die("isend", ZCX_ERR_INTERNAL);
+      st = post_send(g_ops, send, out, sizeof out, 0, nullptr, &s);
+      if (st != ZCX_SUCCESS) die("isend", st);
       wait1(s);
     }
     us.push_back(static_cast<double>(now_ns() - t0) / 2e3);

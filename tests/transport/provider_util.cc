@@ -50,8 +50,8 @@ zcx_status_t wait_requests(const zcx_provider_ops_t* ops, std::vector<void*>& re
   size_t left = 0;
   for (void* r : reqs) left += r != nullptr;
   Deadline dl = Deadline::after_ms(timeout_ms);
-  while (left > 0) {
-    if (dl.expired()) return ZCX_ERR_TIMEOUT;
+  for (uint32_t polls = 0; left > 0; ++polls) {
+    if (polls % 64 == 0 && dl.expired()) return ZCX_ERR_TIMEOUT;
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (reqs[i] == nullptr) continue;
       int done = 0;

@@ -247,7 +247,10 @@ TEST_F(TcpInProcess, PeerCloseFailsPendingReceive) {
 }
 
 TEST_F(TcpInProcess, SilentPeerTimesOut) {
-  config::ScopedOverride timeout("ZCX_TIMEOUT", "0.3");
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "0.3");  // read when a comm is made
+  ASSERT_EQ(ops_->close_send(send_), ZCX_SUCCESS);
+  ASSERT_EQ(ops_->close_recv(recv_), ZCX_SUCCESS);
+  ASSERT_EQ(connect_pair(a_, b_, &send_, &recv_), ZCX_SUCCESS) << zcx_get_last_error();
   std::vector<uint8_t> dst(16);
   void* buf = dst.data();
   size_t cap = dst.size();
@@ -288,6 +291,38 @@ TEST_F(TcpInProcess, StripingWorksForEverySocketCountAndChunk) {
         transfer(size);
     }
   }
+}
+
+TEST(TcpInterface, SocketIfnamePicksTheInterface) {
+  config::ScopedOverride ifname("ZCX_SOCKET_IFNAME", "=lo");
+  const zcx_provider_ops_t* ops = provider_find("tcp");
+  ASSERT_NE(ops, nullptr);
+  ProviderCtx a, b;
+  ASSERT_EQ(a.init(ops, 0, 2, 1), ZCX_SUCCESS) << zcx_get_last_error();
+  ASSERT_EQ(b.init(ops, 1, 2, 1), ZCX_SUCCESS) << zcx_get_last_error();
+  zcx_device_props_t p{};
+  ASSERT_EQ(ops->get_properties(a.ctx, 0, &p), ZCX_SUCCESS);
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.speed_mbps, 10000);  // loopback has no sysfs speed: the documented fallback
+  void *send, *recv;
+  ASSERT_EQ(connect_pair(a, b, &send, &recv), ZCX_SUCCESS) << zcx_get_last_error();
+  EXPECT_EQ(ops->close_send(send), ZCX_SUCCESS);
+  EXPECT_EQ(ops->close_recv(recv), ZCX_SUCCESS);
+}
+
+TEST(TcpInterface, UnknownInterfaceMeansZeroDevices) {
+  config::ScopedOverride ifname("ZCX_SOCKET_IFNAME", "=nosuchif0");
+  const zcx_provider_ops_t* ops = provider_find("tcp");
+  ASSERT_NE(ops, nullptr);
+  ProviderCtx a;
+  ASSERT_EQ(a.init(ops, 0, 2, 1), ZCX_SUCCESS);  // 0 devices is not an error
+  int ndev = -1;
+  ASSERT_EQ(ops->devices(a.ctx, &ndev), ZCX_SUCCESS);
+  EXPECT_EQ(ndev, 0);
+  char handle[ZCX_HANDLE_BYTES];
+  void* listen = nullptr;
+  EXPECT_EQ(ops->listen(a.ctx, 0, handle, &listen), ZCX_ERR_NO_DEVICE);
+  EXPECT_NE(std::string(zcx_get_last_error()).find("ZCX_SOCKET_IFNAME"), std::string::npos);
 }
 
 }  // namespace

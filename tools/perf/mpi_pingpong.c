@@ -4,7 +4,8 @@
  *   bandwidth rank 0 -> rank 1, GB/s = 1e9 B/s, `window` MPI_Isend/MPI_Irecv in flight
  *             (osu_bw style batches), timed on rank 0 until rank 1's 1-byte acknowledgement
  * Sizes -b..-e times -f, -n iterations per repetition (default: enough for ~1 GiB, 20..1000),
- * -w warm-up (default n/10, at least 2), --reps repetitions: median, min, max.
+ * -w warm-up (default n/10, at least 2), --reps repetitions: median, min, max; and
+ * lat_us_typ, the median over single round trips (perftest's t_typical).
  * Build: mpicc -O2 -o mpi_pingpong mpi_pingpong.c
  * Run:   mpirun -np 2 ./mpi_pingpong -b 8 -e 64M */
 #include <mpi.h>
@@ -67,16 +68,21 @@ static int window_for(const options_t* o, size_t bytes) {
   return bytes < 65536 ? 64 : 16;
 }
 
-static double latency_rep(int rank, char* sbuf, char* rbuf, size_t bytes, int iters) {
+/* per_iter (may be NULL) receives each round trip's one-way time, for the median over
+ * single iterations (perftest's t_typical). */
+static double latency_rep(int rank, char* sbuf, char* rbuf, size_t bytes, int iters,
+                          double* per_iter) {
   int peer = 1 - rank;
-  double start = MPI_Wtime();
+  double start = MPI_Wtime(), last = start;
   for (int i = 0; i < iters; ++i) {
+    if (per_iter && i > 0) { double t = MPI_Wtime(); per_iter[i - 1] = (t - last) * 1e6 / 2; last = t; }
     MPI_Request r;
     MPI_Irecv(rbuf, (int)bytes, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r);
     if (rank == 1) MPI_Wait(&r, MPI_STATUS_IGNORE);
     MPI_Send(sbuf, (int)bytes, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
     if (rank == 0) MPI_Wait(&r, MPI_STATUS_IGNORE);
   }
+  if (per_iter) per_iter[iters - 1] = (MPI_Wtime() - last) * 1e6 / 2;
   return (MPI_Wtime() - start) * 1e6 / iters / 2;
 }
 
@@ -111,13 +117,15 @@ static void summarize(double* v, int n, double out[3]) {
 }
 
 static void measure(int rank, const options_t* o, char* sbuf, char* rbuf, size_t bytes,
-                    MPI_Request* reqs, double* samples) {
+                    MPI_Request* reqs, double* samples, double* per_iter) {
   int iters = iters_for(o, bytes), warm = warmup_for(o, bytes), window = window_for(o, bytes);
-  double lat[3] = {-1, -1, -1}, bw[3] = {-1, -1, -1}; /* -1: not measured, printed as "-" */
+  double lat[3] = {-1, -1, -1}, bw[3] = {-1, -1, -1}, typ[3]; /* -1: not measured: "-" */
   if (o->lat) {
-    if (warm > 0) latency_rep(rank, sbuf, rbuf, bytes, warm);
-    for (int r = 0; r < o->reps; ++r) samples[r] = latency_rep(rank, sbuf, rbuf, bytes, iters);
+    if (warm > 0) latency_rep(rank, sbuf, rbuf, bytes, warm, NULL);
+    for (int r = 0; r < o->reps; ++r)
+      samples[r] = latency_rep(rank, sbuf, rbuf, bytes, iters, per_iter + (size_t)r * iters);
     summarize(samples, o->reps, lat);
+    summarize(per_iter, o->reps * iters, typ);
   }
   if (o->bw) {
     if (warm > 0) bandwidth_rep(rank, sbuf, rbuf, bytes, warm, window, reqs);
@@ -129,7 +137,7 @@ static void measure(int rank, const options_t* o, char* sbuf, char* rbuf, size_t
   printf(" %12zu %12d %12d", bytes, iters, o->bw ? window : 0);
   for (int k = 0; k < 3; ++k) o->lat ? printf(" %12.2f", lat[k]) : printf(" %12s", "-");
   for (int k = 0; k < 3; ++k) o->bw ? printf(" %12.3f", bw[k]) : printf(" %12s", "-");
-  printf("\n");
+  o->lat ? printf(" %12.2f\n", typ[0]) : printf(" %12s\n", "-");
   fflush(stdout);
 }
 
@@ -150,18 +158,19 @@ int main(int argc, char** argv) {
   char* rbuf = malloc(o.max_bytes);
   MPI_Request* reqs = malloc(sizeof(MPI_Request) * 1024);
   double* samples = malloc(sizeof(double) * (size_t)o.reps);
-  if (!sbuf || !rbuf || !reqs || !samples || window_for(&o, 1) > 1024) MPI_Abort(MPI_COMM_WORLD, 1);
+  double* per_iter = malloc(sizeof(double) * (size_t)o.reps * (size_t)iters_for(&o, 1));
+  if (!sbuf || !rbuf || !reqs || !samples || !per_iter || window_for(&o, 1) > 1024) MPI_Abort(MPI_COMM_WORLD, 1);
   memset(sbuf, 1, o.max_bytes);
   memset(rbuf, 0, o.max_bytes);
   if (rank == 0)
-    printf("# mpi_pingpong (MPI)\n#%13s %12s %12s %12s %12s %12s %12s %12s %12s\n", "size",
-           "iters", "window", "lat_us_med", "lat_us_min", "lat_us_max", "bw_GBps_med",
-           "bw_GBps_min", "bw_GBps_max");
+    printf("# mpi_pingpong (MPI)\n#%13s %12s %12s %12s %12s %12s %12s %12s %12s %12s\n",
+           "size", "iters", "window", "lat_us_med", "lat_us_min", "lat_us_max", "bw_GBps_med",
+           "bw_GBps_min", "bw_GBps_max", "lat_us_typ");
   for (size_t s = o.min_bytes; s <= o.max_bytes; s *= o.factor) {
-    measure(rank, &o, sbuf, rbuf, s, reqs, samples);
+    measure(rank, &o, sbuf, rbuf, s, reqs, samples, per_iter);
     if (s > o.max_bytes / o.factor) break;
   }
-  free(sbuf); free(rbuf); free(reqs); free(samples);
+  free(sbuf); free(rbuf); free(reqs); free(samples); free(per_iter);
   MPI_Finalize();
   return 0;
 }

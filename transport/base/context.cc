@@ -201,6 +201,10 @@ Status ContextImpl::connect_send(int peer, size_t slot, void** send_comm) {
 Status ContextImpl::progress() {
   ZCX_TRY(check_usable());
   for (ProviderSlot& p : providers_) ZCX_TRY(accept_pending(p));
+  for (auto& [key, ep] : endpoints_) {
+    flush_unposted(ep.get(), false);
+    flush_unposted(ep.get(), true);
+  }
   return Status::kSuccess;
 }
 

@@ -57,6 +57,8 @@ class Context {
   virtual Status wait(Request* req, size_t* size) = 0;
   // Drives all endpoints and pending accepts; collectives call it while they wait.
   virtual Status progress() = 0;
+  // Whether req is still owned by the caller (not completed, not freed after an error).
+  virtual bool request_live(const Request* req) const = 0;
   virtual void abort() = 0;
   // Registrations made through zcx_mem_register: the range is recorded and registered per
   // connection through the cache on first use; deregistering drops those registrations.

@@ -14,6 +14,7 @@
 #include "base/context.h"
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -50,6 +51,8 @@ class Request {
   size_t size = 0;
   int tag = 0;
   void* preq = nullptr;  // the provider's request once posted
+  Status error = Status::kSuccess;  // posting failed: reported by the next test of it
+  std::string error_text;
 };
 
 class EndpointImpl final : public Endpoint {
@@ -65,6 +68,9 @@ class EndpointImpl final : public Endpoint {
   const int peer_;
   const size_t slot_;   // index into the context's providers
   void* send_comm_;
+  // Requests not yet accepted by the provider ("retry later", or no recv comm yet), in
+  // posting order per direction: a later request is never posted before an earlier one.
+  std::deque<Request*> unposted_[2];  // [0] receives, [1] sends
 };
 
 class ContextImpl final : public Context {
@@ -80,12 +86,17 @@ class ContextImpl final : public Context {
   Status test(Request* req, bool* done, size_t* size) override;
   Status wait(Request* req, size_t* size) override;
   Status progress() override;
+  bool request_live(const Request* req) const override {
+    return live_requests_.count(const_cast<Request*>(req)) != 0;
+  }
   void abort() override;
   Status mem_register(void* buf, size_t size) override;
   Status mem_deregister(void* buf, size_t size) override;
 
   // Used by EndpointImpl / requests (context_request.cc).
-  Status post(Request* req);
+  Status post(Request* req);             // queues it behind earlier unposted ones
+  void flush_unposted(EndpointImpl* ep, bool sends);
+  Status post_now(Request* req);
   Status mhandle_for(size_t slot, void* comm, void* buf, size_t size, void** mh);
   // Drops cached registrations inside [buf, buf+size) (everything when buf is null).
   void release_registrations(const void* buf, size_t size);

@@ -18,11 +18,7 @@ Status EndpointImpl::isend(const void* buf, size_t size, int tag, Request** req)
                 kLogNet, "isend: size %zu overflows the address space", size);
   ZCX_TRY(ctx_->check_usable());
   Request* r = ctx_->new_request(this, true, const_cast<void*>(buf), size, tag);
-  Status s = ctx_->post(r);
-  if (failed(s)) {
-    ctx_->free_request(r);
-    return s;
-  }
+  ZCX_TRY(ctx_->post(r));  // on failure post has freed it
   *req = r;
   return Status::kSuccess;
 }
@@ -34,11 +30,7 @@ Status EndpointImpl::irecv(void* buf, size_t size, int tag, Request** req) {
                 kLogNet, "irecv: size %zu overflows the address space", size);
   ZCX_TRY(ctx_->check_usable());
   Request* r = ctx_->new_request(this, false, buf, size, tag);
-  Status s = ctx_->post(r);
-  if (failed(s)) {
-    ctx_->free_request(r);
-    return s;
-  }
+  ZCX_TRY(ctx_->post(r));  // on failure post has freed it
   *req = r;
   return Status::kSuccess;
 }
@@ -55,13 +47,39 @@ Request* ContextImpl::new_request(EndpointImpl* ep, bool is_send, void* buf, siz
 }
 
 void ContextImpl::free_request(Request* req) {
+  if (req->preq == nullptr && ok(req->error)) std::erase(req->ep->unposted_[req->is_send], req);
   live_requests_.erase(req);
   delete req;
 }
 
+Status ContextImpl::post(Request* req) {
+  req->ep->unposted_[req->is_send].push_back(req);
+  flush_unposted(req->ep, req->is_send);
+  Status s = req->error;
+  if (failed(s)) free_request(req);
+  return s;  // last_error() still holds post_now's message
+}
+
+// Posts queued requests in order until the provider says "retry later". A request that
+// fails to post leaves the queue with its error, reported when it is tested.
+void ContextImpl::flush_unposted(EndpointImpl* ep, bool sends) {
+  std::deque<Request*>& q = ep->unposted_[sends];
+  while (!q.empty()) {
+    Request* req = q.front();
+    Status s = post_now(req);
+    if (failed(s)) {
+      req->error = s;
+      req->error_text = last_error();
+    } else if (req->preq == nullptr) {
+      break;
+    }
+    q.pop_front();
+  }
+}
+
 // Posts to the provider. Leaves req->preq null (not an error) while the provider says
 // "retry later" or, for a receive, while the peer's connection has not been accepted yet.
-Status ContextImpl::post(Request* req) {
+Status ContextImpl::post_now(Request* req) {
   EndpointImpl* ep = req->ep;
   ProviderSlot& p = providers_[ep->slot_];
   void* comm = req->is_send ? ep->send_comm_ : p.accepted[static_cast<size_t>(ep->peer_)];
@@ -95,14 +113,15 @@ Status ContextImpl::test(Request* req, bool* done, size_t* size) {
   ZCX_CHECK_ARG(done != nullptr, kLogNet, "test: done output is NULL");
   *done = false;
   ZCX_TRY(check_usable());
-  if (req->preq == nullptr) {
-    Status s = post(req);
-    if (failed(s)) {
-      free_request(req);
-      return s;
-    }
-    if (req->preq == nullptr) return Status::kSuccess;
+  // Like MPI_Test, testing one request drives the others (queued posts, accepts): a caller
+  // polling only its receive must not starve its own queued send.
+  ZCX_TRY(progress());
+  if (failed(req->error)) {
+    Status s = set_error_quiet(req->error, "%s", req->error_text.c_str());
+    free_request(req);
+    return s;
   }
+  if (req->preq == nullptr) return Status::kSuccess;
   ProviderSlot& p = providers_[req->ep->slot_];
   int d = 0;
   size_t sizes[1] = {0};

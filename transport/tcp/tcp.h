@@ -5,6 +5,8 @@
 // it is at most inline_max bytes, else striped round-robin over all sockets in chunk-byte
 // pieces, read and written directly from and to the user buffer. Every socket walks the
 // message sequence in order, so both sides derive the same layout from (size, layout).
+// A comm and its requests are driven by one thread at a time (as NCCL's proxy does); only
+// connect() shares state (Context::connecting) and takes Context::mu.
 #pragma once
 
 #include "base/provider.h"
@@ -78,6 +80,7 @@ struct Context {
   SockAddr addr;
   std::string ifname;
   zcx_device_props_t props{};
+  int ndev = 0;   // 0 when ZCX_SOCKET_IFNAME matches no interface
   std::mutex mu;  // guards connecting
   std::map<std::string, std::unique_ptr<Connector>> connecting;
 };
@@ -136,6 +139,8 @@ struct Comm {
   std::vector<char> stage;
   size_t stage_begin = 0, stage_end = 0;
   int64_t last_progress_ns = 0;
+  int64_t timeout_ns = 0;      // ZCX_TIMEOUT, read once when the comm is made
+  uint32_t idle_polls = 0;     // test() calls since the clock was last read
   StickyError error;
 };
 
@@ -151,6 +156,10 @@ Status progress_send(Comm* c);
 Status progress_recv(Comm* c);
 // Records a comm-fatal error (first wins), logs it, and returns it.
 Status comm_fail(Comm* c, Status s, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// tcp_md.cc: registrations are tokens (tcp reads and writes user memory directly).
+Status md_register(void* comm, void* data, size_t size, int kind, void** mhandle);
+Status md_deregister(void* comm, void* mhandle);
 
 // tcp_ep.cc
 struct Listener;

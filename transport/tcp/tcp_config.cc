@@ -1,5 +1,9 @@
 // ZCX_ variables of the tcp provider. Defaults come from loopback runs of
-// zcx_provider_bench (tests/transport/provider_bench.cc) on the 2-core dev VM.
+// zcx_provider_bench (tests/transport/provider_bench.cc) on the 2-core dev VM, all taken
+// while other jobs loaded it: 4 sockets beat 2 and 1 at 64 MiB (more data in flight when a
+// process is descheduled); a 256K chunk spreads a 1 MiB message over all 4 sockets and beat
+// 512K there, with no difference at 64 MiB. The inline limit only decides which messages
+// stay on socket 0; below one chunk the layout is the same either way.
 #include "common/config.h"
 #include "tcp/tcp.h"
 
@@ -8,12 +12,12 @@
 namespace zcx::tcp {
 namespace {
 
-const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 2,
+const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 4,
     "Data sockets per tcp connection; large messages are striped over them.", 1, kMaxSocks};
 const config::SizeParam inline_bytes{"ZCX_TCP_INLINE", 64 * 1024,
     "Messages up to this size travel whole on the first socket, right behind their header; "
     "larger ones are striped over all sockets (max 1M)."};
-const config::SizeParam chunk{"ZCX_TCP_CHUNK", 512 * 1024,
+const config::SizeParam chunk{"ZCX_TCP_CHUNK", 256 * 1024,
     "Stripe unit of large tcp messages: chunk i goes to socket i mod ZCX_TCP_NSOCKS."};
 const config::SizeParam sndbuf{"ZCX_TCP_SNDBUF", 0,
     "SO_SNDBUF of tcp data sockets in bytes; 0 keeps the kernel's autotuning."};

@@ -333,10 +333,14 @@ Status ep_connect(Context* ctx, const void* handle, Comm** out) {
 namespace {
 
 void accept_new(Listener* l) {
-  for (int i = 0; i < 64 && l->pending.size() < kMaxPendingSocks; ++i) {
+  for (int i = 0; i < 64; ++i) {
     PendingSock p;
     Status s = socket_accept(l->fd.get(), &p.fd, &p.from);
     if (s != Status::kSuccess) return;  // none pending, or a transient accept error
+    if (l->pending.size() >= kMaxPendingSocks) {  // a flood of silent clients: oldest goes
+      reject(l, l->pending.front().from, "too many connections waiting for their hello");
+      l->pending.pop_front();
+    }
     tune_socket(p.fd.get());
     p.deadline_ns = now_ns() + timeout_ns();
     l->pending.push_back(std::move(p));

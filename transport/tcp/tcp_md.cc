@@ -4,10 +4,6 @@
 
 namespace zcx::tcp {
 
-// Exposed through the ops table in tcp_provider.cc.
-Status md_register(void* comm, void* data, size_t size, int kind, void** mhandle);
-Status md_deregister(void* comm, void* mhandle);
-
 namespace {
 int registration_token;
 }

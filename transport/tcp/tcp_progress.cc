@@ -2,6 +2,7 @@
 // machines that test() drives. Sockets are non-blocking; each call moves what the kernel
 // takes and returns.
 #include "common/clock.h"
+#include "common/config_vars.h"
 #include "tcp/tcp.h"
 
 #include <sys/socket.h>
@@ -44,6 +45,7 @@ int stripe_iov(const Layout& l, char* base, size_t size, int s, size_t off, iove
     if (gc >= nchunks) break;
     size_t start = gc * l.chunk;
     size_t len = std::min(l.chunk, size - start);
+    if (within >= len) break;  // off is at (or past) the end of this socket's part
     iov[n] = {base + start + within, len - within};
   }
   return n;
@@ -74,6 +76,7 @@ std::unique_ptr<Comm> comm_create(Context* ctx, bool is_send, const zcx_peer_inf
     c->stage.resize(kStageBytes);
   }
   c->last_progress_ns = now_ns();
+  c->timeout_ns = params::timeout_ms() * 1000000;
   ZCX_INFO(kLogTcp, "tcp %s comm with %s up: %d sockets, inline %zu, chunk %zu",
            is_send ? "send" : "recv", c->peer_text.c_str(), layout.nsocks, layout.inline_max,
            layout.chunk);

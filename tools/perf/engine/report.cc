@@ -11,7 +11,7 @@ namespace {
 constexpr int kColumnWidth = 12;
 
 std::string fixed(double v, int precision) {
-  if (!std::isfinite(v)) return "null";
+  if (!std::isfinite(v)) return "-";
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", precision, v);
   return text;

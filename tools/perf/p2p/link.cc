@@ -153,4 +153,19 @@ Status Link::wait(void* req, size_t* bytes) {
   return Status::kSuccess;
 }
 
+Status Link::wait_both(void* send_req, void* recv_req, size_t* recv_bytes) {
+  Deadline deadline = Deadline::after_ms(params::timeout_ms());
+  bool send_done = false, recv_done = false;
+  while (!send_done || !recv_done) {
+    if (!send_done) ZCX_TRY(test(send_req, &send_done, nullptr));
+    if (!recv_done) ZCX_TRY(test(recv_req, &recv_done, recv_bytes));
+    if ((!send_done || !recv_done) && deadline.expired())
+      return set_error(Status::kTimeout, kLogNet,
+                       "exchange with %s made no progress within ZCX_TIMEOUT (send %s, "
+                       "receive %s)", peer_name_.c_str(), send_done ? "done" : "pending",
+                       recv_done ? "done" : "pending");
+  }
+  return Status::kSuccess;
+}
+
 }  // namespace zcx::perf

@@ -39,6 +39,10 @@ class Link {
   Status test(void* req, bool* done, size_t* bytes);
   // Tests until done (bounded by ZCX_TIMEOUT); *bytes may be null.
   Status wait(void* req, size_t* bytes);
+  // Tests both requests in turn until both are done: a provider may progress only the
+  // request it tests, so waiting for a send alone while the peer does the same could
+  // deadlock once both sends fill the socket buffers.
+  Status wait_both(void* send_req, void* recv_req, size_t* recv_bytes);
 
  private:
   struct FreeDeleter {

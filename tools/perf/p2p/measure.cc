@@ -73,14 +73,20 @@ Status verify_exchange(Link& link, int rank, size_t bytes) {
   std::fill(link.recv_buf(), link.recv_buf() + bytes, static_cast<unsigned char>(0));
   ZCX_TRY(link.irecv(bytes, &rreq));
   ZCX_TRY(link.isend(bytes, &sreq));
-  ZCX_TRY(link.wait(sreq, nullptr));
-  ZCX_TRY(link.wait(rreq, &got));
+  ZCX_TRY(link.wait_both(sreq, rreq, &got));
   return check_pattern(link, link.recv_buf(), bytes, got, 1 - rank);
 }
 
-Status latency_rep(Link& link, int rank, size_t bytes, int iters, double* one_way_us) {
+Status latency_rep(Link& link, int rank, size_t bytes, int iters, double* one_way_us,
+                   std::vector<double>* per_iter) {
   Stopwatch watch;
+  int64_t last_ns = now_ns();
   for (int i = 0; i < iters; ++i) {
+    if (per_iter != nullptr && i > 0) {
+      int64_t t = now_ns();
+      per_iter->push_back(static_cast<double>(t - last_ns) / 2e3);
+      last_ns = t;
+    }
     void *sreq = nullptr, *rreq = nullptr;
     ZCX_TRY(link.irecv(bytes, &rreq));
     if (rank == 1) ZCX_TRY(link.wait(rreq, nullptr));
@@ -88,6 +94,7 @@ Status latency_rep(Link& link, int rank, size_t bytes, int iters, double* one_wa
     ZCX_TRY(link.wait(sreq, nullptr));
     if (rank == 0) ZCX_TRY(link.wait(rreq, nullptr));
   }
+  if (per_iter != nullptr) per_iter->push_back(static_cast<double>(now_ns() - last_ns) / 2e3);
   *one_way_us = watch.elapsed_us() / iters / 2;
   return Status::kSuccess;
 }

@@ -6,14 +6,18 @@
 #include "p2p/link.h"
 
 #include <cstddef>
+#include <vector>
 
 namespace zcx::perf {
 
 // Sends a byte pattern each way and checks every received byte and the reported size, so
 // that a run measures transfers that really deliver the data.
 Status verify_exchange(Link& link, int rank, size_t bytes);
-// `iters` round trips; *one_way_us = elapsed / iters / 2 (valid on both ranks).
-Status latency_rep(Link& link, int rank, size_t bytes, int iters, double* one_way_us);
+// `iters` round trips; *one_way_us = elapsed / iters / 2 (valid on both ranks). When
+// per_iter is given, each round trip's one-way time is appended to it as well (for
+// perftest's "typical" latency: the median over single iterations).
+Status latency_rep(Link& link, int rank, size_t bytes, int iters, double* one_way_us,
+                   std::vector<double>* per_iter = nullptr);
 // rank 0 sends `iters` messages with up to `window` in flight, rank 1 receives them with
 // up to `window` receives posted, then acknowledges. *gbps (1e9 B/s) is valid on rank 0.
 Status bandwidth_rep(Link& link, int rank, size_t bytes, int iters, int window, double* gbps);

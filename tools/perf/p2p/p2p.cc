@@ -11,6 +11,7 @@
 #include <zcx/zcx.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -105,13 +106,15 @@ Status measure_size(Link& link, int rank, const P2pOptions& o, size_t bytes, Row
   int iters = iterations_for(o.sweep, bytes), warm = warmup_for(o.sweep, bytes);
   int window = window_for(o, link.props(), bytes);
   std::optional<Summary> lat, bw;
-  std::vector<double> samples;
-  double ignored = 0;
+  std::vector<double> samples, per_iter;
+  double ignored = 0, typical = std::nan("");
   if (o.lat) {
     if (warm > 0) ZCX_TRY(latency_rep(link, rank, bytes, warm, &ignored));
-    ZCX_TRY(repeat(o.sweep.reps, &samples,
-                   [&](double* v) { return latency_rep(link, rank, bytes, iters, v); }));
+    ZCX_TRY(repeat(o.sweep.reps, &samples, [&](double* v) {
+      return latency_rep(link, rank, bytes, iters, v, &per_iter);
+    }));
     lat = summarize(samples);
+    typical = summarize(per_iter).median;
   }
   if (o.bw) {
     samples.clear();
@@ -122,7 +125,7 @@ Status measure_size(Link& link, int rank, const P2pOptions& o, size_t bytes, Row
   }
   *row = {{"size", static_cast<int64_t>(bytes)}, {"iters", static_cast<int64_t>(iters)},
           {"window", static_cast<int64_t>(o.bw ? window : 0)}, {"lat_us", lat, 2},
-          {"bw_GBps", bw, 3}};
+          {"bw_GBps", bw, 3}, {"lat_us_typ", typical, 2}};
   return Status::kSuccess;
 }
 
@@ -135,7 +138,8 @@ void describe_run(Report* report, const P2pOptions& o, const Link& link, Bootstr
   report->add_meta("latency", "one-way = ping-pong round trip / 2, microseconds");
   report->add_meta("bandwidth", "GB/s = 1e9 bytes/s, rank 0 -> rank 1, window messages in "
                                 "flight, clock stopped by rank 1's acknowledgement");
-  report->add_meta("statistics", "median, min, max over reps; each rep = iters iterations");
+  report->add_meta("statistics", "median, min, max over reps; each rep = iters iterations; "
+                                 "lat_us_typ: median over single iterations (perftest t_typical)");
 }
 
 Status run(const P2pOptions& o, const std::vector<std::string>& args, Report* report,
@@ -182,8 +186,9 @@ void p2p_usage(FILE* to) {
       "  bw_GBps  rank 0 -> rank 1 bandwidth in GB/s (1e9 bytes/s) with a window of\n"
       "           messages in flight, timed on rank 0 until rank 1 acknowledges the last\n"
       "Each is measured --reps times (each rep = n iterations, after w warm-up iterations)\n"
-      "and reported as median, min and max. Before timing a size, one message each way is\n"
-      "checked byte by byte. Both ranks must get the same options.\n"
+      "and reported as median, min and max; lat_us_typ is the median over single round\n"
+      "trips (perftest's t_typical), robust against a busy host. Before a size is timed,\n"
+      "one message each way is checked byte by byte. Both ranks must get the same options.\n"
       "\n"
       "  --provider NAME         tcp, shm, ib, ucx or cuda_ipc (default tcp; host memory)\n"
       "  --device D              device index of the provider (default 0; zcx-info lists)\n"

@@ -127,6 +127,7 @@ Status SocketBootstrap::start(UniqueFd reserved_root_listener) {
     peers_[0] = bootwire::PeerRecord{static_cast<uint32_t>(getpid()), peer_listen_addr_, my_host_};
     if (nranks_ > 1) ZCX_TRY(root_serve_joins());
     ZCX_TRY(root_send_table());
+    root_listen_.reset();  // every rank has joined: nothing else may connect to the root
   } else {
     ZCX_TRY(client_join());
   }

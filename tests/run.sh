@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every zcx test on a fresh Debian 12 VM: installs dependencies (idempotent),
+# configures with warnings as errors, builds, and runs ctest.
+#   tests/run.sh                 all tests
+#   tests/run.sh -L unit         only a label (extra arguments go to ctest)
+# Environment: BUILD_DIR (default build), JOBS (default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install-deps.sh test
+
+build=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZCX_WERROR=ON \
+  -DZCX_WITH_TESTS=ON
+cmake --build "$build" -j "$jobs"
+
+# Each test has its own TIMEOUT; the outer bound catches anything that slips through.
+cd "$build"
+timeout -s KILL 4500 ctest --output-on-failure --timeout 900 "$@"

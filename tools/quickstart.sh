@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Quick start on a fresh Debian 12 VM: installs dependencies, builds zcx (Release), and runs
+# the main job: a local multi-rank benchmark, printed as a table (median, min, max).
+#   tools/quickstart.sh             build and run
+#   BUILD_DIR=... JOBS=... NP=...   override the build folder, parallel jobs, ranks
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install-deps.sh test
+
+build=${BUILD_DIR:-build-release}
+jobs=${JOBS:-$(nproc)}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZCX_WITH_TESTS=OFF
+cmake --build "$build" -j "$jobs"
+
+bin="$build/tools"
+"$bin/info/zcx-info" | head -n 20
+echo
+if [[ -x "$bin/perf/zcx-perf" ]] && "$bin/perf/zcx-perf" coll --help >/dev/null 2>&1; then
+  echo "== allreduce, float32 sum, ${NP:-4} local ranks (zcx-perf coll) =="
+  "$bin/run/zcx-run" -np "${NP:-4}" --timeout 600 -- \
+    "$bin/perf/zcx-perf" coll allreduce -b 8 -e 64M -f 8 -n 20 -w 5
+else
+  for provider in shm tcp; do
+    echo "== point-to-point over $provider, 2 local ranks (zcx-perf p2p) =="
+    "$bin/run/zcx-run" -np 2 --timeout 600 -- \
+      "$bin/perf/zcx-perf" p2p --provider "$provider" -b 8 -e 64M -f 8 -n 50 -w 10 \
+      || echo "(provider $provider not available in this build)"
+  done
+fi
