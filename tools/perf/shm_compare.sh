@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Compares the zcx shm provider with Open MPI's vader BTL (with and without CMA) and with
+# UCX's shared-memory transports (posix, sysv, posix+cma) in one run, on this machine.
+# Prints a markdown table (medians over REPS runs) for docs/PERFORMANCE.md.
+#
+#   tools/perf/shm_compare.sh [build-dir]        (default: build; REPS=5 by default)
+#   RT="chrt -f 10" REPS=5 tools/perf/shm_compare.sh build     (on a busy shared machine)
+#
+# Method, the same for every system: ranks pinned to CPUs 0 and 1; latency = ping-pong
+# round trip / 2 (average); bandwidth = windows of 64 back-to-back non-blocking sends plus
+# an ack (osu_bw style) for zcx and MPI, ucx_perftest tag_bw (its default) for UCX.
+# GB/s = 1e9 bytes/s. Needs: mpicc/mpirun (Open MPI), ucx_perftest.
+set -euo pipefail
+BUILD=${1:-build}
+REPS=${REPS:-5}
+# RT="chrt -f 10" runs every benchmark process at real-time priority, which shields the
+# numbers from other jobs' CPU time on a shared VM (not from their cache/memory traffic).
+RT=${RT:-}
+BENCH=$BUILD/tests/transport/shm/zcx-shm-bench
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+[[ -x $BENCH ]] || { echo "build $BENCH first: ninja -C $BUILD zcx-shm-bench" >&2; exit 2; }
+mpicc -O2 -o "$TMP/mpi-pp" "$(dirname "$0")/shm_mpi_pingpong.c"
+
+LAT_SIZES=(8 4096)
+BW_SIZES=(65536 1048576 67108864)
+PORT=$((20000 + RANDOM % 20000))
+
+median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else printf "%.3f", (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }
+
+# bw1 = bandwidth with one message in flight (each message streams through memory on its
+# own; with a window of messages sharing one buffer, an implementation that interleaves
+# fragments of concurrent messages re-reads and re-writes the same lines from cache).
+flags() { case $1 in lat) echo "-t lat" ;; bw) echo "-t bw" ;; bw1) echo "-t bw -w 1 -n 40" ;; esac; }
+zcx() {  # zcx <lat|bw|bw1> <size> [env...]
+  local t=$1 s=$2; shift 2
+  env "$@" $RT "$BENCH" $(flags "$t") -s "$s" | awk '!/^#/ {print $2}'
+}
+mpi() {  # mpi <lat|bw> <size> <none|cma>
+  $RT mpirun --allow-run-as-root -np 2 --bind-to core --mca btl vader,self \
+    --mca btl_vader_single_copy_mechanism "$3" "$TMP/mpi-pp" $(flags "$1") -s "$2" 2>/dev/null |
+    awk '!/^#/ {print $2}'
+}
+ucx() {  # ucx <lat|bw> <size> <UCX_TLS>
+  local test=tag_lat iters=100000 extra=""
+  [[ $1 == bw* ]] && test=tag_bw && iters=$(( $2 >= 16777216 ? 40 : 2000 ))
+  [[ $1 == bw1 ]] && extra="-O 1"
+  [[ $1 == lat && $2 -gt 65536 ]] && iters=2000
+  PORT=$((PORT + 1))
+  UCX_TLS=$3 $RT timeout 120 ucx_perftest -p $PORT -c 1 >/dev/null 2>&1 &
+  local srv=$!
+  sleep 0.5
+  UCX_TLS=$3 $RT timeout 120 ucx_perftest localhost -p $PORT -c 0 -t $test -s "$2" -n $iters $extra 2>/dev/null |
+    awk -v t="$1" '/^Final:/ { if (t == "lat") print $5; else printf "%.3f\n", $7 * 1048576 / 1e9 }'
+  wait $srv 2>/dev/null || true
+}
+
+# The hardware floor: one cache line bounced between two pinned processes (no library).
+cat > "$TMP/floor.c" <<'C'
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static void pin(int c) { cpu_set_t s; CPU_ZERO(&s); CPU_SET(c, &s); sched_setaffinity(0, sizeof s, &s); }
+int main(void) {
+  char* m = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  _Atomic long *a = (void*)m, *b = (void*)(m + 256);
+  long n = 1000000;
+  if (fork() == 0) {
+    pin(1);
+    for (long i = 1; i <= n; i++) { while (atomic_load(a) != i) {} atomic_store(b, i); }
+    _exit(0);
+  }
+  pin(0);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = 1; i <= n; i++) { atomic_store(a, i); while (atomic_load(b) != i) {} }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  wait(0);
+  printf("%.3f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n / 2 / 1e3);
+  return 0;
+}
+C
+cc -O2 -o "$TMP/floor" "$TMP/floor.c"
+
+zcx_auto() { zcx "$1" "$2"; }
+zcx_cma() { zcx "$1" "$2" ZCX_SHM_LARGE=cma; }
+mpi_none() { mpi "$1" "$2" none; }
+mpi_cma() { mpi "$1" "$2" cma; }
+ucx_posix() { ucx "$1" "$2" posix,self; }
+ucx_sysv() { ucx "$1" "$2" sysv,self; }
+ucx_cma() { ucx "$1" "$2" posix,cma,self; }
+
+SYSTEMS=("zcx shm (default: pipeline)" "zcx shm ZCX_SHM_LARGE=cma" "Open MPI vader, no CMA"
+         "Open MPI vader + CMA" "UCX posix" "UCX sysv" "UCX posix+cma")
+FUNCS=(zcx_auto zcx_cma mpi_none mpi_cma ucx_posix ucx_sysv ucx_cma)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Repetitions are the outer loop, so a noisy moment on this shared VM hits every system.
+declare -A VALS
+for rep in $(seq "$REPS"); do
+  echo "rep $rep/$REPS ..." >&2
+  VALS[floor]+="$($RT "$TMP/floor") "
+  for i in "${!SYSTEMS[@]}"; do
+    for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(${FUNCS[$i]} lat "$s") "; done
+    for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(${FUNCS[$i]} bw "$s") "; done
+    VALS[$i,bw1]+="$(${FUNCS[$i]} bw1 67108864) "
+  done
+done
+med() { tr ' ' '\n' <<< "${VALS[$1]}" | grep -v '^$' | median; }
+
+echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')),"\
+     "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg),"\
+     "REPS=$REPS (medians)${RT:+, run under '$RT'}"
+echo "Hardware floor (one cache line bounced between the two CPUs, no library): $(med floor) us one-way"
+echo
+echo "| system | 8 B lat (us) | 4 KiB lat (us) | 64 KiB bw (GB/s) | 1 MiB bw (GB/s) | 64 MiB bw (GB/s) | 64 MiB bw, 1 in flight (GB/s) |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for i in "${!SYSTEMS[@]}"; do
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "${SYSTEMS[$i]}" "$(med "$i,lat,8")" \
+    "$(med "$i,lat,4096")" "$(med "$i,bw,65536")" "$(med "$i,bw,1048576")" \
+    "$(med "$i,bw,67108864")" "$(med "$i,bw1")"
+done

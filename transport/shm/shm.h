@@ -1,0 +1,252 @@
+// Shared-memory provider (same host): one memfd segment per one-directional connection.
+//
+// Segment layout (docs/WIRE.md, "shm segment"), created and sized by the connector (sender):
+//   SegHeader      one line, written once before the fd is passed, validated by the acceptor
+//   SenderLine     written only by the sender (chunk stream head, CMA half done, closed)
+//   ReceiverLine   written only by the receiver (slot tail, chunk tail, CMA acks, closed)
+//   slots[nslots]  single-producer/single-consumer ring of messages; each slot is a
+//                  SlotHeader followed by inline payload. A slot is published by storing
+//                  its seq last (release); the receiver spins on that word, so an 8-byte
+//                  message costs one cache-line transfer.
+//   chunks[nchunks] byte stream for large messages (pipelined copy-in/copy-out).
+// Each line group is 128-byte aligned so the adjacent-line prefetcher cannot couple the
+// sender's and the receiver's lines. Every index and size read from the segment is treated
+// as untrusted and bounds-checked before use.
+#pragma once
+
+#include "base/provider.h"
+#include "common/fd.h"
+#include "common/status.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zcx::shm {
+
+inline constexpr uint32_t kSegMagic = 0x5353435a;  // "ZCSS"
+inline constexpr uint32_t kWireVersion = 1;
+inline constexpr size_t kLineGroup = 128;
+inline constexpr int kMaxRecvs = 8;
+inline constexpr int kMaxRequests = 512;  // in flight per comm
+inline constexpr size_t kMaxMessage = size_t(1) << 40;
+
+enum SlotType : uint32_t { kSlotInline = 1, kSlotPipe = 2, kSlotCma = 3 };
+enum class LargeMode { kPipeline, kCma, kAuto };
+
+struct SlotHeader {
+  std::atomic<uint64_t> seq;  // message number + 1; stored last
+  uint64_t size;
+  int32_t tag;
+  uint32_t type;              // SlotType
+  uint64_t addr;              // kSlotCma: the sender's buffer address
+};
+static_assert(sizeof(SlotHeader) == 32);
+inline constexpr size_t kSlotHeaderBytes = sizeof(SlotHeader);
+
+struct alignas(kLineGroup) SegHeader {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t nslots;
+  uint32_t slot_bytes;
+  uint32_t nchunks;
+  uint32_t chunk_bytes;
+  uint64_t total_bytes;
+  uint64_t nonce;             // connection generation: the handshake repeats it
+};
+
+struct alignas(kLineGroup) SenderLine {
+  std::atomic<uint64_t> chunk_head;     // chunks published
+  std::atomic<uint64_t> cma_part_done;  // seq whose second half the sender wrote
+  std::atomic<uint64_t> heartbeat;      // bumped at each liveness check
+  std::atomic<uint32_t> closed;
+};
+
+struct alignas(kLineGroup) ReceiverLine {
+  std::atomic<uint64_t> tail;           // slots consumed
+  std::atomic<uint64_t> chunk_tail;     // chunks consumed
+  std::atomic<uint64_t> cma_done;       // seq of the last CMA message fully received
+  std::atomic<uint64_t> rdv_seq;        // CMA: seq whose destination is advertised
+  std::atomic<uint64_t> rdv_addr;       //   receiver buffer address for that seq
+  std::atomic<uint64_t> heartbeat;
+  std::atomic<uint32_t> closed;
+  std::atomic<uint32_t> cma_ok;         // receiver could process_vm_readv the sender
+};
+
+// Ring geometry; validated before any offset is derived from it.
+struct Layout {
+  uint32_t nslots = 0, slot_bytes = 0, nchunks = 0, chunk_bytes = 0;
+  size_t sender_off = 0, receiver_off = 0, slots_off = 0, chunks_off = 0, total = 0;
+  size_t inline_max() const { return slot_bytes - kSlotHeaderBytes; }
+};
+Status layout_make(uint32_t nslots, uint32_t slot_bytes, uint32_t nchunks,
+                   uint32_t chunk_bytes, Layout* out);
+
+// RAII mapping of a segment.
+class Mapping {
+ public:
+  Mapping() = default;
+  ~Mapping() { reset(); }
+  Mapping(Mapping&& o) noexcept;
+  Mapping& operator=(Mapping&& o) noexcept;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  uint8_t* data() const { return static_cast<uint8_t*>(addr_); }
+  size_t size() const { return size_; }
+  Status map(int fd, size_t size);
+  void reset();
+
+ private:
+  void* addr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Creates an anonymous memfd of `bytes` with its space reserved (fallocate), so a full
+// backing store is an error here rather than SIGBUS later.
+Status segment_create(size_t bytes, UniqueFd* fd);
+// Checks that an fd received from a peer is a memfd of exactly `bytes`.
+Status segment_check(int fd, size_t bytes);
+// 16 bytes identifying this boot (/proc/sys/kernel/random/boot_id).
+Status host_boot_id(uint8_t out[16]);
+
+// Liveness of the peer process through a pidfd (never through its memory).
+class PeerWatch {
+ public:
+  Status open(int pid);
+  bool alive() const;  // false once the process has exited
+  int pid() const { return pid_; }
+
+ private:
+  UniqueFd pidfd_;
+  int pid_ = -1;
+};
+
+// Provider context (one per zcx_provider_init_t).
+struct Context {
+  int rank = -1;
+  int nranks = 0;
+  uint64_t secret = 0;
+  std::string host;
+  uint8_t boot_id[16] = {};
+};
+
+struct Comm;
+
+struct Request {
+  Comm* comm = nullptr;
+  bool is_send = false;
+  bool done = false;
+  int phase = 0;
+  Status error = Status::kSuccess;
+  uint64_t seq = 0;  // send: message seq + 1
+  // send
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  int tag = 0;
+  size_t off = 0;
+  // recv
+  int n = 0;
+  int nfilled = 0;
+  int cur = -1;          // buffer receiving a large message
+  size_t cur_size = 0;   // its size
+  uint64_t cur_seq = 0;
+  uint64_t cur_addr = 0;
+  uint8_t* bufs[kMaxRecvs] = {};
+  size_t caps[kMaxRecvs] = {};
+  int tags[kMaxRecvs] = {};
+  size_t got[kMaxRecvs] = {};
+  bool filled[kMaxRecvs] = {};
+};
+
+// FIFO of in-flight requests plus the pool they come from.
+class RequestQueue {
+ public:
+  RequestQueue();
+  Request* alloc();            // nullptr when kMaxRequests are live
+  void release(Request* r);
+  void push(Request* r) { q_[tail_++ % kMaxRequests] = r; }
+  Request* front() const { return head_ == tail_ ? nullptr : q_[head_ % kMaxRequests]; }
+  void pop() { ++head_; }
+  size_t queued() const { return static_cast<size_t>(tail_ - head_); }
+
+ private:
+  std::vector<Request> pool_;
+  std::vector<Request*> free_;
+  std::vector<Request*> q_;
+  uint64_t head_ = 0, tail_ = 0;
+};
+
+struct Comm {
+  bool is_send = false;
+  Context* ctx = nullptr;
+  Layout layout;
+  Mapping map;
+  SegHeader* hdr = nullptr;
+  SenderLine* sline = nullptr;
+  ReceiverLine* rline = nullptr;
+  uint8_t* slots = nullptr;
+  uint8_t* chunks = nullptr;
+  zcx_peer_info_t peer{};
+  PeerWatch watch;
+  UniqueFd sock;              // handshake socket until the acceptor's answer arrived
+  RequestQueue reqs;
+  StickyError error;
+  // Local copies of ring counters (the segment is re-read only when these run out).
+  uint64_t head = 0;          // sender: slots published
+  uint64_t tail = 0;          // receiver: slots consumed; sender: cached peer tail
+  uint64_t chunk_head = 0;
+  uint64_t chunk_tail = 0;
+  bool cma_ok = false;        // sender: it may process_vm_writev into the receiver
+  uint64_t cma_probe = 0;     // sender: word the acceptor reads to test CMA
+  // Idle accounting for liveness/timeout checks and yielding.
+  uint64_t spin_limit = 0;    // ZCX_SHM_SPIN, read once
+  LargeMode large = LargeMode::kAuto;
+  size_t cma_min = 0;         // auto mode: CMA from this size up
+  size_t stream_min = 0;      // copy-out with non-temporal stores from this size up
+  uint64_t idle = 0;          // consecutive polls without progress
+  bool progressed = false;    // set by the data path, consumed by progress()
+  bool had_progress = false;  // progress since the last clock read
+  int64_t last_check_ns = 0;
+  int64_t last_progress_ns = 0;
+};
+
+struct ListenComm {
+  Context* ctx = nullptr;
+  UniqueFd sock;
+  uint64_t nonce = 0;
+  std::vector<UniqueFd> pending;  // accepted sockets whose hello has not arrived yet
+};
+
+// Parameters (shm_config.cc).
+LargeMode large_mode();
+size_t cma_threshold();
+uint32_t cfg_nslots();
+uint32_t cfg_slot_bytes();
+uint32_t cfg_nchunks();
+uint32_t cfg_chunk_bytes();
+uint32_t cfg_spin_before_yield();
+size_t cfg_stream_min();
+
+// Connection set-up (shm_ep.cc).
+Status listen(Context* ctx, void* handle, ListenComm** out);
+Status connect(Context* ctx, const void* handle, Comm** out);
+Status accept(ListenComm* lc, Comm** out);
+Status comm_attach_views(Comm* c);
+
+// Data path (shm_progress.cc, shm_copy.cc).
+Status isend(Comm* c, const void* data, size_t size, int tag, Request** out);
+Status irecv(Comm* c, int n, void** data, const size_t* sizes, const int* tags,
+             Request** out);
+Status test(Request* r, int* done, size_t* sizes);
+Status progress(Comm* c);
+Status check_peer(Comm* c, int64_t now);
+Status check_ack(Comm* c);
+// Chunk copy-out; `stream` uses non-temporal stores (messages larger than the caches).
+void copy_out(void* dst, const void* src, size_t n, bool stream);
+Status cma_read(Comm* c, void* dst, uint64_t src, size_t n);
+Status cma_write(Comm* c, uint64_t dst, const void* src, size_t n);
+std::string peer_name(const Comm* c);
+
+}  // namespace zcx::shm

@@ -1,0 +1,56 @@
+// ZCX_SHM_* variables.
+#include "common/config.h"
+#include "common/log.h"
+#include "shm/shm.h"
+
+#include <cstring>
+
+namespace zcx::shm {
+namespace {
+
+const config::StringParam large{"ZCX_SHM_LARGE", "auto",
+    "Large-message path of the shm provider: pipeline (copy-in/copy-out through shared "
+    "chunks, both cores copy at once), cma (single copy with process_vm_readv/writev, split "
+    "between both processes) or auto (cma from ZCX_SHM_CMA_THRESHOLD up, when permitted)."};
+const config::SizeParam cma_threshold_param{"ZCX_SHM_CMA_THRESHOLD", size_t(1) << 62,
+    "With ZCX_SHM_LARGE=auto, messages of at least this size use CMA. The default (never) "
+    "comes from the measurement in docs/PERFORMANCE.md: the pipeline won at every size."};
+const config::IntParam nslots{"ZCX_SHM_SLOTS", 64,
+    "Slots in each shm connection's message ring (power of two).", 2, 4096};
+const config::SizeParam slot_bytes{"ZCX_SHM_SLOT_BYTES", 4096,
+    "Bytes per ring slot; messages up to this minus 32 go inline."};
+const config::IntParam nchunks{"ZCX_SHM_CHUNKS", 8,
+    "Chunks in each shm connection's large-message pipeline (power of two).", 2, 64};
+const config::SizeParam chunk_bytes{"ZCX_SHM_CHUNK_BYTES", 256 * 1024,
+    "Bytes per pipeline chunk (multiple of 4096)."};
+const config::SizeParam stream_min{"ZCX_SHM_NT_MIN", 16u << 20,
+    "Pipelined messages of at least this size are copied out with non-temporal stores "
+    "(they would only evict the caches)."};
+const config::IntParam spin{"ZCX_SHM_SPIN", 2000,
+    "Idle polls of an shm request before each further poll yields the CPU (sched_yield).",
+    0, 1 << 30};
+
+}  // namespace
+
+LargeMode large_mode() {
+  std::string v = large.get();
+  if (v == "cma") return LargeMode::kCma;
+  if (v == "pipeline") return LargeMode::kPipeline;
+  if (v != "auto") ZCX_WARN(kLogShm, "ZCX_SHM_LARGE=%s: expected cma, pipeline or auto", v.c_str());
+  return LargeMode::kAuto;
+}
+size_t cma_threshold() { return cma_threshold_param.get(); }
+uint32_t cfg_nslots() { return static_cast<uint32_t>(nslots.get()); }
+uint32_t cfg_slot_bytes() {
+  size_t v = slot_bytes.get();
+  return v > (1u << 20) ? (1u << 20) : static_cast<uint32_t>(v);
+}
+uint32_t cfg_nchunks() { return static_cast<uint32_t>(nchunks.get()); }
+uint32_t cfg_chunk_bytes() {
+  size_t v = chunk_bytes.get();
+  return v > (64u << 20) ? (64u << 20) : static_cast<uint32_t>(v);
+}
+size_t cfg_stream_min() { return stream_min.get(); }
+uint32_t cfg_spin_before_yield() { return static_cast<uint32_t>(spin.get()); }
+
+}  // namespace zcx::shm

@@ -1,0 +1,383 @@
+// The data path: isend/irecv/test over the slot ring and the chunk stream. Sends and
+// receives are each processed strictly in posting order; progress happens inside test()
+// (and eagerly in isend/irecv when the queue was empty, which keeps small-message latency
+// to one cache-line transfer).
+#include "common/clock.h"
+#include "common/config_vars.h"
+#include "shm/shm.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace zcx::shm {
+namespace {
+
+enum SendPhase { kSendNew = 0, kSendStream, kSendCmaRdv, kSendCmaDone };
+enum RecvPhase { kRecvMatch = 0, kRecvDrain, kRecvCmaRead, kRecvCmaWait };
+
+constexpr uint64_t kPollsPerCheck = 256;      // idle polls between clock reads
+constexpr int64_t kCheckIntervalNs = 2000000;  // liveness probe at most every 2 ms
+
+inline SlotHeader* slot_at(const Comm* c, uint64_t i) {
+  return reinterpret_cast<SlotHeader*>(c->slots + (i & (c->layout.nslots - 1)) *
+                                                      size_t(c->layout.slot_bytes));
+}
+inline uint8_t* slot_payload(SlotHeader* s) {
+  return reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes;
+}
+inline uint8_t* chunk_at(const Comm* c, uint64_t i) {
+  return c->chunks + (i & (c->layout.nchunks - 1)) * size_t(c->layout.chunk_bytes);
+}
+// CMA splits a message: the receiver reads the first half, the sender writes the second.
+inline size_t cma_half(size_t size) { return (size / 2) & ~size_t(4095); }
+
+Status corrupt(Comm* c, const char* what) {
+  return set_error(Status::kProtocol, kLogShm,
+                   "shm segment shared with %s holds an invalid %s; connection closed",
+                   peer_name(c).c_str(), what);
+}
+
+bool use_cma(Comm* c, size_t size) {
+  if (!c->cma_ok || c->rline->cma_ok.load(std::memory_order_acquire) != 1) return false;
+  return c->large == LargeMode::kCma || (c->large == LargeMode::kAuto && size >= c->cma_min);
+}
+
+// ---- sender -------------------------------------------------------------------------
+
+bool slot_free(Comm* c) {
+  if (c->head - c->tail < c->layout.nslots) return true;
+  c->tail = c->rline->tail.load(std::memory_order_acquire);
+  return c->head - c->tail < c->layout.nslots;
+}
+
+Status send_start(Comm* c, Request* r) {
+  if (!slot_free(c)) {
+    if (c->tail > c->head) return corrupt(c, "ring tail");
+    return Status::kInProgress;
+  }
+  SlotHeader* s = slot_at(c, c->head);
+  s->size = r->size;
+  s->tag = r->tag;
+  if (r->size <= c->layout.inline_max()) {
+    s->type = kSlotInline;
+    if (r->size != 0) memcpy(slot_payload(s), r->data, r->size);
+    r->done = true;
+  } else if (use_cma(c, r->size)) {
+    s->type = kSlotCma;
+    s->addr = reinterpret_cast<uint64_t>(r->data);
+    r->phase = kSendCmaRdv;
+  } else {
+    s->type = kSlotPipe;
+    r->phase = kSendStream;
+    r->off = 0;
+  }
+  r->seq = ++c->head;
+  s->seq.store(r->seq, std::memory_order_release);
+  c->progressed = true;
+  return Status::kSuccess;
+}
+
+Status send_stream(Comm* c, Request* r) {
+  const size_t chunk = c->layout.chunk_bytes;
+  while (r->off < r->size) {
+    if (c->chunk_head - c->chunk_tail >= c->layout.nchunks) {
+      c->chunk_tail = c->rline->chunk_tail.load(std::memory_order_acquire);
+      if (c->chunk_tail > c->chunk_head) return corrupt(c, "chunk tail");
+      if (c->chunk_head - c->chunk_tail >= c->layout.nchunks) return Status::kInProgress;
+    }
+    size_t n = std::min(chunk, r->size - r->off);
+    memcpy(chunk_at(c, c->chunk_head), r->data + r->off, n);
+    r->off += n;
+    c->sline->chunk_head.store(++c->chunk_head, std::memory_order_release);
+    c->progressed = true;
+  }
+  r->done = true;
+  return Status::kSuccess;
+}
+
+Status send_cma(Comm* c, Request* r) {
+  if (r->phase == kSendCmaRdv) {
+    if (c->rline->rdv_seq.load(std::memory_order_acquire) != r->seq) return Status::kInProgress;
+    uint64_t dst = c->rline->rdv_addr.load(std::memory_order_relaxed);
+    size_t h = cma_half(r->size);
+    ZCX_TRY(cma_write(c, dst + h, r->data + h, r->size - h));
+    c->sline->cma_part_done.store(r->seq, std::memory_order_release);
+    r->phase = kSendCmaDone;
+    c->progressed = true;
+  }
+  if (c->rline->cma_done.load(std::memory_order_acquire) != r->seq) return Status::kInProgress;
+  r->done = true;
+  c->progressed = true;
+  return Status::kSuccess;
+}
+
+Status progress_send(Comm* c) {
+  while (Request* r = c->reqs.front()) {
+    Status st = Status::kSuccess;
+    if (r->phase == kSendNew) st = send_start(c, r);
+    if (ok(st) && !r->done && r->phase == kSendStream) st = send_stream(c, r);
+    if (ok(st) && !r->done && r->phase >= kSendCmaRdv) st = send_cma(c, r);
+    if (st == Status::kInProgress) return Status::kSuccess;
+    ZCX_TRY(st);
+    c->reqs.pop();
+  }
+  return Status::kSuccess;
+}
+
+// ---- receiver -----------------------------------------------------------------------
+
+void recv_finish(Comm* c, Request* r, int i, size_t size) {
+  r->got[i] = size;
+  r->filled[i] = true;
+  r->phase = kRecvMatch;
+  r->cur = -1;
+  if (++r->nfilled == r->n) r->done = true;
+  c->progressed = true;
+}
+
+void slot_release(Comm* c) { c->rline->tail.store(++c->tail, std::memory_order_release); }
+
+int match_tag(const Request* r, int tag) {
+  for (int i = 0; i < r->n; ++i)
+    if (!r->filled[i] && r->tags[i] == tag) return i;
+  return -1;
+}
+
+Status recv_match(Comm* c, Request* r) {
+  SlotHeader* s = slot_at(c, c->tail);
+  if (s->seq.load(std::memory_order_acquire) != c->tail + 1) return Status::kInProgress;
+  const uint64_t size = s->size;  // each shared field is read once, then validated
+  const int tag = s->tag;
+  const uint32_t type = s->type;
+  const uint64_t addr = s->addr;
+  int i = match_tag(r, tag);
+  if (i < 0)
+    return set_error(Status::kMismatch, kLogShm,
+                     "message with tag %d from %s matches no buffer of the posted receive",
+                     tag, peer_name(c).c_str());
+  if (size > r->caps[i])
+    return set_error(Status::kInvalidUsage, kLogShm,
+                     "message of %llu bytes from %s exceeds the %zu-byte receive buffer",
+                     static_cast<unsigned long long>(size), peer_name(c).c_str(), r->caps[i]);
+  if (type == kSlotInline) {
+    if (size > c->layout.inline_max()) return corrupt(c, "inline size");
+    if (size != 0) memcpy(r->bufs[i], slot_payload(s), size);
+    slot_release(c);
+    recv_finish(c, r, i, size);
+    return Status::kSuccess;
+  }
+  if (type != kSlotPipe && type != kSlotCma) return corrupt(c, "slot type");
+  r->cur = i;
+  r->cur_size = size;
+  r->cur_seq = c->tail + 1;
+  r->cur_addr = addr;
+  r->off = 0;
+  r->phase = type == kSlotPipe ? kRecvDrain : kRecvCmaRead;
+  slot_release(c);
+  c->progressed = true;
+  return Status::kSuccess;
+}
+
+Status recv_drain(Comm* c, Request* r) {
+  const size_t chunk = c->layout.chunk_bytes;
+  uint8_t* dst = r->bufs[r->cur];
+  while (r->off < r->cur_size) {
+    if (c->chunk_tail == c->chunk_head) {
+      c->chunk_head = c->sline->chunk_head.load(std::memory_order_acquire);
+      if (c->chunk_head - c->chunk_tail > c->layout.nchunks) return corrupt(c, "chunk head");
+      if (c->chunk_tail == c->chunk_head) return Status::kInProgress;
+    }
+    size_t n = std::min(chunk, r->cur_size - r->off);
+    copy_out(dst + r->off, chunk_at(c, c->chunk_tail), n, r->cur_size >= c->stream_min);
+    r->off += n;
+    c->rline->chunk_tail.store(++c->chunk_tail, std::memory_order_release);
+    c->progressed = true;
+  }
+  recv_finish(c, r, r->cur, r->cur_size);
+  return Status::kSuccess;
+}
+
+Status recv_cma(Comm* c, Request* r) {
+  if (r->phase == kRecvCmaRead) {
+    c->rline->rdv_addr.store(reinterpret_cast<uint64_t>(r->bufs[r->cur]),
+                             std::memory_order_relaxed);
+    c->rline->rdv_seq.store(r->cur_seq, std::memory_order_release);
+    ZCX_TRY(cma_read(c, r->bufs[r->cur], r->cur_addr, cma_half(r->cur_size)));
+    r->phase = kRecvCmaWait;
+    c->progressed = true;
+  }
+  if (c->sline->cma_part_done.load(std::memory_order_acquire) != r->cur_seq)
+    return Status::kInProgress;
+  c->rline->cma_done.store(r->cur_seq, std::memory_order_release);
+  recv_finish(c, r, r->cur, r->cur_size);
+  return Status::kSuccess;
+}
+
+Status progress_recv(Comm* c) {
+  while (Request* r = c->reqs.front()) {
+    Status st = Status::kSuccess;
+    while (ok(st) && !r->done) {
+      if (r->phase == kRecvMatch) st = recv_match(c, r);
+      else if (r->phase == kRecvDrain) st = recv_drain(c, r);
+      else st = recv_cma(c, r);
+    }
+    if (st == Status::kInProgress) return Status::kSuccess;
+    ZCX_TRY(st);
+    c->reqs.pop();
+  }
+  return Status::kSuccess;
+}
+
+Status idle_poll(Comm* c) {
+  if (++c->idle % kPollsPerCheck != 0) {
+    if (c->idle > c->spin_limit) sched_yield();
+    return Status::kSuccess;
+  }
+  int64_t now = now_ns();
+  if (c->had_progress) {
+    c->had_progress = false;
+    c->last_progress_ns = now;
+  }
+  if (now - c->last_check_ns < kCheckIntervalNs) return Status::kSuccess;
+  c->last_check_ns = now;
+  Status st = check_peer(c, now);
+  if (st == Status::kRemote) {
+    // The peer closed or exited after its last stores: deliver what it left first. Its
+    // flag/exit was observed after our last poll of the ring, so poll once more.
+    Status again = c->is_send ? progress_send(c) : progress_recv(c);
+    if (ok(again) && c->progressed) return Status::kSuccess;
+  }
+  if (!ok(st)) ZCX_WARN(kLogShm, "%s", last_error());
+  return st;
+}
+
+}  // namespace
+
+Status check_peer(Comm* c, int64_t now) {
+  if (c->sock.valid()) ZCX_TRY(check_ack(c));
+  if (c->is_send) c->sline->heartbeat.fetch_add(1, std::memory_order_relaxed);
+  else c->rline->heartbeat.fetch_add(1, std::memory_order_relaxed);
+  if (!c->watch.alive())
+    return set_error_quiet(Status::kRemote,
+                     "%s died (its process exited) with shm transfers in flight",
+                     peer_name(c).c_str());
+  uint32_t closed = c->is_send ? c->rline->closed.load(std::memory_order_acquire)
+                               : c->sline->closed.load(std::memory_order_acquire);
+  if (closed != 0)
+    return set_error_quiet(Status::kRemote, "%s closed the shm connection",
+                     peer_name(c).c_str());
+  if (now - c->last_progress_ns > params::timeout_ms() * 1000000)
+    return set_error_quiet(Status::kTimeout,
+                     "no progress with %s for %.1f s over shm (ZCX_TIMEOUT); the peer is "
+                     "alive but not sending or receiving", peer_name(c).c_str(),
+                     static_cast<double>(now - c->last_progress_ns) / 1e9);
+  return Status::kSuccess;
+}
+
+Status progress(Comm* c) {
+  if (c->error.has()) return c->error.raise();
+  Status st = c->is_send ? progress_send(c) : progress_recv(c);
+  if (ok(st) && !c->progressed) st = idle_poll(c);
+  if (!ok(st)) {
+    c->error.record(st, last_error());
+    return st;
+  }
+  if (c->progressed) {
+    c->progressed = false;
+    c->had_progress = true;
+    c->idle = 0;
+  }
+  return Status::kSuccess;
+}
+
+Status isend(Comm* c, const void* data, size_t size, int tag, Request** out) {
+  *out = nullptr;
+  if (c->error.has()) return c->error.raise();
+  Request* r = c->reqs.alloc();
+  if (r == nullptr) return Status::kSuccess;  // retry later
+  r->comm = c;
+  r->is_send = true;
+  r->n = 1;
+  r->data = static_cast<const uint8_t*>(data);
+  r->size = size;
+  r->tag = tag;
+  c->reqs.push(r);
+  if (c->reqs.queued() == 1) {
+    c->had_progress = true;  // idle time before a post is no stall
+    ZCX_TRY(progress(c));
+  }
+  *out = r;
+  return Status::kSuccess;
+}
+
+Status irecv(Comm* c, int n, void** data, const size_t* sizes, const int* tags,
+             Request** out) {
+  *out = nullptr;
+  if (n < 1 || n > kMaxRecvs)
+    return set_error(Status::kInvalidArg, kLogShm, "shm irecv: n=%d, expected 1..%d", n,
+                     kMaxRecvs);
+  if (c->error.has()) return c->error.raise();
+  for (int i = 0; i < n; ++i)
+    if ((data[i] == nullptr && sizes[i] != 0) || sizes[i] > kMaxMessage)
+      return set_error(Status::kInvalidArg, kLogShm,
+                       "shm irecv: buffer %d is NULL or larger than %zu bytes", i, kMaxMessage);
+  Request* r = c->reqs.alloc();
+  if (r == nullptr) return Status::kSuccess;
+  r->comm = c;
+  r->is_send = false;
+  r->n = n;
+  for (int i = 0; i < n; ++i) {
+    r->filled[i] = false;
+    r->got[i] = 0;
+    r->bufs[i] = static_cast<uint8_t*>(data[i]);
+    r->caps[i] = sizes[i];
+    r->tags[i] = tags != nullptr ? tags[i] : 0;
+  }
+  c->reqs.push(r);
+  if (c->reqs.queued() == 1) {
+    c->had_progress = true;
+    ZCX_TRY(progress(c));
+  }
+  *out = r;
+  return Status::kSuccess;
+}
+
+Status test(Request* r, int* done, size_t* sizes) {
+  *done = 0;
+  Comm* c = r->comm;
+  if (!r->done) ZCX_TRY(progress(c));
+  if (!r->done) return Status::kSuccess;
+  if (sizes != nullptr) {
+    if (r->is_send) sizes[0] = r->size;
+    else for (int i = 0; i < r->n; ++i) sizes[i] = r->got[i];
+  }
+  *done = 1;
+  c->reqs.release(r);
+  return Status::kSuccess;
+}
+
+RequestQueue::RequestQueue() : pool_(kMaxRequests), q_(kMaxRequests) {
+  free_.reserve(kMaxRequests);
+  for (int i = kMaxRequests - 1; i >= 0; --i) free_.push_back(&pool_[i]);
+}
+
+Request* RequestQueue::alloc() {
+  if (free_.empty()) return nullptr;
+  Request* r = free_.back();
+  free_.pop_back();
+  return r;
+}
+
+void RequestQueue::release(Request* r) {
+  // Only the fields every post relies on are reset; isend/irecv set the rest.
+  r->done = false;
+  r->phase = 0;
+  r->off = 0;
+  r->nfilled = 0;
+  r->cur = -1;
+  free_.push_back(r);
+}
+
+}  // namespace zcx::shm
