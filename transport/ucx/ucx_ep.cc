@@ -1,0 +1,197 @@
+// Connections of the ucx provider. The handle carries the address of a ucp_listener (UCX's
+// sockaddr connection manager makes the endpoint, so a worker address of any size never has
+// to fit the 128-byte handle) plus a listener id. The first tagged messages on a new
+// endpoint are the zcx handshake: the connector's hello, the acceptor's ack (docs/WIRE.md).
+#include "ucx/ucx.h"
+#include "ucx/ucx_ep_state.h"
+
+#include "base/handle.h"
+#include "common/clock.h"
+#include "common/config_vars.h"
+#include "common/socket.h"
+#include "common/wire.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+namespace zcx::ucx {
+namespace {
+
+constexpr size_t kHandleAddrBytes = 16;
+
+uint64_t random_u64() {
+  static std::mt19937_64 gen{std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32) ^
+                             static_cast<uint64_t>(now_ns())};
+  return gen();
+}
+
+zcx_peer_info_t self_info(const Ctx* ctx) {
+  zcx_peer_info_t who{};
+  who.rank = ctx->self.rank;
+  who.pid = static_cast<int>(getpid());
+  snprintf(who.host, sizeof(who.host), "%s", ctx->self.host.c_str());
+  return who;
+}
+
+void conn_request_callback(ucp_conn_request_h request, void* arg) {
+  static_cast<ListenComm*>(arg)->requests.push_back(request);
+}
+
+// Handle payload: family u8, reserved u8, port u16, address 16 bytes, listener id u32.
+Status encode_handle(const SockAddr& addr, uint32_t listen_id, void* handle) {
+  uint8_t payload[32];
+  wire::Writer w(payload, sizeof(payload));
+  w.u8(addr.family() == AF_INET6 ? 6 : 4);
+  w.u8(0);
+  w.u16(static_cast<uint16_t>(addr.port()));
+  uint8_t raw[kHandleAddrBytes] = {};
+  if (addr.family() == AF_INET6)
+    memcpy(raw, &reinterpret_cast<const sockaddr_in6*>(addr.sa())->sin6_addr, 16);
+  else
+    memcpy(raw, &reinterpret_cast<const sockaddr_in*>(addr.sa())->sin_addr, 4);
+  w.bytes(raw, sizeof(raw));
+  w.u32(listen_id);
+  return handle_encode(ZCX_PROVIDER_ID_UCX, payload, w.size(), handle);
+}
+
+Status decode_handle(const void* handle, SockAddr* addr, uint32_t* listen_id, std::string* key) {
+  uint8_t payload[kHandlePayloadMax];
+  size_t len = 0;
+  ZCX_TRY(handle_decode(handle, ZCX_PROVIDER_ID_UCX, payload, sizeof(payload), &len));
+  wire::Reader r(payload, len);
+  uint8_t family = r.u8();
+  (void)r.u8();
+  uint16_t port = r.u16();
+  uint8_t raw[kHandleAddrBytes];
+  r.bytes(raw, sizeof(raw));
+  *listen_id = r.u32();
+  if (!r.ok() || (family != 4 && family != 6) || port == 0)
+    return set_error(Status::kInvalidArg, kLog, "ucx connect: malformed handle");
+  *addr = SockAddr{};
+  if (family == 6) {
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(addr->sa());
+    sin6->sin6_family = AF_INET6;
+    memcpy(&sin6->sin6_addr, raw, 16);
+    addr->len = sizeof(sockaddr_in6);
+  } else {
+    auto* sin = reinterpret_cast<sockaddr_in*>(addr->sa());
+    sin->sin_family = AF_INET;
+    memcpy(&sin->sin_addr, raw, 4);
+    addr->len = sizeof(sockaddr_in);
+  }
+  addr->set_port(port);
+  key->assign(reinterpret_cast<const char*>(payload), len);
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+// ---- listen -------------------------------------------------------------------------------
+
+Status listen(Ctx* ctx, void* handle, ListenComm** out) {
+  SockAddr local;
+  std::string ifname;
+  ZCX_TRY(socket_local_address(&local, &ifname));
+  auto lc = std::make_unique<ListenComm>();
+  lc->ctx = ctx;
+  lc->listen_id = static_cast<uint32_t>(random_u64());
+  ucp_listener_params_t params{};
+  params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  params.sockaddr.addr = local.sa();
+  params.sockaddr.addrlen = local.len;
+  params.conn_handler.cb = conn_request_callback;
+  params.conn_handler.arg = lc.get();
+  ucs_status_t s = ctx->api->listener_create(ctx->worker, &params, &lc->listener);
+  if (s != UCS_OK)
+    return set_error(Status::kSystem, kLog, "ucx listen on %s (%s) failed: %s",
+                     local.to_string().c_str(), ifname.c_str(), ucs_text(ctx, s));
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  s = ctx->api->listener_query(lc->listener, &attr);
+  if (s != UCS_OK) {
+    ctx->api->listener_destroy(lc->listener);
+    return set_error(Status::kSystem, kLog, "ucp_listener_query failed: %s", ucs_text(ctx, s));
+  }
+  memcpy(&lc->addr.storage, &attr.sockaddr, sizeof(attr.sockaddr));
+  lc->addr.len = local.len;
+  lc->addr.set_port(SockAddr{attr.sockaddr, local.len}.port());
+  Status st = encode_handle(lc->addr, lc->listen_id, handle);
+  if (!ok(st)) {
+    ctx->api->listener_destroy(lc->listener);
+    return st;
+  }
+  ZCX_INFO(kLog, "ucx: listening on %s (%s), listener id %u", lc->addr.to_string().c_str(),
+           ifname.c_str(), lc->listen_id);
+  *out = lc.release();
+  return Status::kSuccess;
+}
+
+Status close_listen(ListenComm* lc) {
+  Ctx* ctx = lc->ctx;
+  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  if (lc->accepting) abandon_accept(lc);
+  for (ucp_conn_request_h r : lc->requests) (void)ctx->api->listener_reject(lc->listener, r);
+  ctx->api->listener_destroy(lc->listener);
+  delete lc;
+  return Status::kSuccess;
+}
+
+// ---- connect ------------------------------------------------------------------------------
+
+Status connect(Ctx* ctx, const void* handle, SendComm** out) {
+  *out = nullptr;
+  SockAddr addr;
+  uint32_t listen_id = 0;
+  std::string key;
+  ZCX_TRY(decode_handle(handle, &addr, &listen_id, &key));
+  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  auto it = ctx->connects.find(key);
+  if (it == ctx->connects.end()) {
+    PendingConnect* pc = nullptr;
+    ZCX_TRY(connect_start(ctx, addr, listen_id, random_u64(), self_info(ctx), &pc));
+    it = ctx->connects.emplace(key, pc).first;
+  }
+  progress(ctx);
+  Status s = connect_finish(it->second, out);
+  if (!ok(s) || *out != nullptr) {
+    connect_destroy(it->second);
+    ctx->connects.erase(it);
+  }
+  return s;
+}
+
+void drop_pending_connects(Ctx* ctx) {
+  for (auto& entry : ctx->connects) connect_destroy(entry.second);
+  ctx->connects.clear();
+}
+
+// ---- accept -------------------------------------------------------------------------------
+
+Status accept(ListenComm* lc, RecvComm** out) {
+  *out = nullptr;
+  Ctx* ctx = lc->ctx;
+  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  progress(ctx);
+  if (!lc->accepting) {
+    if (lc->requests.empty()) return Status::kSuccess;
+    ucp_conn_request_h request = lc->requests.front();
+    lc->requests.pop_front();
+    ZCX_TRY(accept_start(lc, request, self_info(ctx)));
+  }
+  return accept_finish(lc, self_info(ctx), out);
+}
+
+// ---- close --------------------------------------------------------------------------------
+
+void close_comm(CommBase* comm) {
+  Ctx* ctx = comm->ctx;
+  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  drop_requests(comm);
+  ep_close(ctx, comm->ep, std::move(comm->ep_error));
+  if (comm->handshake_req != nullptr) ctx->api->request_free(comm->handshake_req);
+  delete comm;
+}
+
+}  // namespace zcx::ucx

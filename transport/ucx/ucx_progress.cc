@@ -1,0 +1,245 @@
+// The data path of the ucx provider: tagged sends and receives, grouped receives by probing,
+// and test(), which drives ucp_worker_progress. The hot path is one UCP call per operation
+// plus a few field writes; no allocation once the request pool has warmed up.
+#include "ucx/ucx.h"
+#include "ucx/ucx_config.h"
+
+#include "common/clock.h"
+#include "common/config_vars.h"
+
+namespace zcx::ucx {
+namespace {
+
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+Request* request_get(CommBase* c) {
+  Request* r;
+  if (c->spare.empty()) {
+    r = new Request;
+  } else {
+    r = c->spare.back();
+    c->spare.pop_back();
+    *r = Request{};
+  }
+  r->comm = c;
+  r->next = c->live;
+  if (c->live != nullptr) c->live->prev = r;
+  c->live = r;
+  r->posted_ns = now_ns();
+  return r;
+}
+
+void request_put(Request* r) {
+  CommBase* c = r->comm;
+  if (r->prev != nullptr) r->prev->next = r->next;
+  else c->live = r->next;
+  if (r->next != nullptr) r->next->prev = r->prev;
+  c->spare.push_back(r);
+}
+
+ucp_request_param_t op_param(Mr* mr, ucp_tag_recv_info_t* info) {
+  ucp_request_param_t param{};
+  if (mr != nullptr && params::use_memh.get()) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.memh = mr->memh;
+  }
+  if (info != nullptr) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
+    param.recv_info.tag_info = info;
+  }
+  return param;
+}
+
+// Records the comm's first failure and returns it (later calls re-raise the same text).
+Status fail(CommBase* c, Status s, const char* what, ucs_status_t ucs) {
+  if (!c->failure.has()) {
+    Status st = set_error(s, kLog, "ucx %s %s: %s", what, c->peer.text().c_str(),
+                          ucs_text(c->ctx, ucs));
+    c->failure.record(st, last_error());
+  }
+  return c->failure.raise();
+}
+
+Status fail_status(CommBase* c, ucs_status_t s, size_t posted) {
+  if (s == UCS_ERR_MESSAGE_TRUNCATED) {
+    if (!c->failure.has()) {
+      Status st = set_error(Status::kInvalidUsage, kLog, "ucx: message truncated: %s sent "
+                            "more than the %zu bytes posted for it", c->peer.text().c_str(),
+                            posted);
+      c->failure.record(st, last_error());
+    }
+    return c->failure.raise();
+  }
+  if (s == UCS_ERR_CANCELED) return fail(c, Status::kAborted, "request with", s);
+  return fail(c, Status::kRemote, c->is_send ? "send to" : "receive from", s);
+}
+
+Status check_alive(CommBase* c) {
+  if (c->failure.has()) return c->failure.raise();
+  if (c->ep_error->status != UCS_OK)
+    return fail(c, Status::kRemote, "connection with peer failed (it died, closed the "
+                "connection or is unreachable):", c->ep_error->status);
+  return Status::kSuccess;
+}
+
+// Grouped receive: claims each of its sequence numbers once UCX has seen that message and
+// starts receiving it into the buffer whose tag the sender used.
+Status group_progress(Request* r) {
+  CommBase* c = r->comm;
+  const UcxApi& api = *c->ctx->api;
+  for (int j = 0; j < r->n; ++j) {
+    if (r->seq_taken[j]) continue;
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h msg = api.tag_probe_nb(
+        c->ctx->worker, data_tag(c->conn_id, 0, r->first_seq + j), kAnyUserTagMask, 1, &info);
+    if (msg == nullptr) continue;
+    r->seq_taken[j] = true;
+    int utag = tag_user_bits(info.sender_tag), i = 0;
+    while (i < r->n && (r->matched[i] || (r->tags[i] & static_cast<int>(kUserTagMask)) != utag))
+      ++i;
+    if (i == r->n)
+      return fail(c, Status::kInvalidUsage, "grouped receive: a send tag matches no free "
+                  "buffer; sender", UCS_ERR_NO_MESSAGE);
+    if (info.length > r->sizes[i]) return fail_status(c, UCS_ERR_MESSAGE_TRUNCATED, r->sizes[i]);
+    r->matched[i] = true;
+    ucp_tag_recv_info_t done_info{};
+    ucp_request_param_t param = op_param(nullptr, &done_info);
+    ucs_status_ptr_t p = api.tag_msg_recv_nbx(c->ctx->worker, r->data[i], r->sizes[i], msg, &param);
+    if (UCS_PTR_IS_ERR(p)) return fail_status(c, UCS_PTR_STATUS(p), r->sizes[i]);
+    r->ucp[i] = p;
+    if (p == nullptr) r->sizes[i] = done_info.length;
+  }
+  return Status::kSuccess;
+}
+
+// UCS_INPROGRESS, or the final status of buffer i (its UCP request freed, size recorded).
+ucs_status_t poll_buffer(Request* r, int i) {
+  const UcxApi& api = *r->comm->ctx->api;
+  void* req = r->ucp[i];
+  ucs_status_t s;
+  if (r->comm->is_send) {
+    s = api.request_check_status(req);
+  } else {
+    ucp_tag_recv_info_t info{};
+    s = api.tag_recv_request_test(req, &info);
+    if (s == UCS_OK) r->sizes[i] = info.length;
+  }
+  if (s != UCS_INPROGRESS) {
+    api.request_free(req);
+    r->ucp[i] = nullptr;
+  }
+  return s;
+}
+
+Status check_stalled(Request* r) {
+  CommBase* c = r->comm;
+  ZCX_TRY(check_alive(c));
+  int64_t since = std::max(r->posted_ns, c->last_activity_ns);
+  if (now_ns() - since <= zcx::params::timeout_ms() * 1000000) return Status::kSuccess;
+  if (!c->failure.has()) {
+    Status st = set_error(Status::kTimeout, kLog, "ucx: no progress %s %s for ZCX_TIMEOUT "
+                          "(%lld ms): is it alive and still calling zcx?",
+                          c->is_send ? "sending to" : "receiving from", c->peer.text().c_str(),
+                          static_cast<long long>(zcx::params::timeout_ms()));
+    c->failure.record(st, last_error());
+  }
+  return c->failure.raise();
+}
+
+}  // namespace
+
+Status isend(SendComm* c, void* data, size_t size, int tag, Mr* mr, Request** out) {
+  *out = nullptr;
+  Lock lock(c->ctx->mu);
+  ZCX_TRY(check_alive(c));
+  ucp_request_param_t param = op_param(mr, nullptr);
+  ucs_status_ptr_t p = c->ctx->api->tag_send_nbx(c->ep, data, size,
+                                                 data_tag(c->conn_id, tag, c->seq), &param);
+  if (UCS_PTR_IS_ERR(p)) return fail_status(c, UCS_PTR_STATUS(p), size);
+  ++c->seq;
+  Request* r = request_get(c);
+  r->ucp[0] = p;
+  r->sizes[0] = size;
+  *out = r;
+  return Status::kSuccess;
+}
+
+Status irecv(RecvComm* c, int n, void** data, size_t* sizes, int* tags, Mr** mrs,
+             Request** out) {
+  *out = nullptr;
+  if (n < 1 || n > kMaxRecvs)
+    return set_error(Status::kInvalidArg, kLog, "ucx irecv: n = %d, must be 1..%d", n, kMaxRecvs);
+  Lock lock(c->ctx->mu);
+  ZCX_TRY(check_alive(c));
+  Request* r = request_get(c);
+  r->n = n;
+  for (int i = 0; i < n; ++i) {
+    r->data[i] = data[i];
+    r->sizes[i] = sizes[i];
+    r->tags[i] = tags != nullptr ? tags[i] : 0;
+  }
+  r->first_seq = c->seq;
+  c->seq += static_cast<uint32_t>(n);
+  if (n > 1) {
+    r->grouped = true;
+    *out = r;
+    return group_progress(r);
+  }
+  ucp_tag_recv_info_t info{};
+  ucp_request_param_t param = op_param(mrs != nullptr ? mrs[0] : nullptr, &info);
+  ucs_status_ptr_t p = c->ctx->api->tag_recv_nbx(
+      c->ctx->worker, data[0], sizes[0], data_tag(c->conn_id, 0, r->first_seq), kAnyUserTagMask,
+      &param);
+  if (UCS_PTR_IS_ERR(p)) {
+    request_put(r);
+    return fail_status(c, UCS_PTR_STATUS(p), sizes[0]);
+  }
+  r->ucp[0] = p;
+  if (p == nullptr) r->sizes[0] = info.length;
+  *out = r;
+  return Status::kSuccess;
+}
+
+Status test(Request* r, int* done, size_t* sizes) {
+  *done = 0;
+  CommBase* c = r->comm;
+  Lock lock(c->ctx->mu);
+  progress(c->ctx);
+  if (r->grouped) ZCX_TRY(group_progress(r));
+  bool pending = false;
+  for (int i = 0; i < r->n; ++i) {
+    if (r->grouped && !r->matched[i]) {
+      pending = true;
+    } else if (r->ucp[i] != nullptr) {
+      ucs_status_t s = poll_buffer(r, i);
+      if (s == UCS_INPROGRESS) pending = true;
+      else if (s != UCS_OK) return fail_status(c, s, r->sizes[i]);
+    }
+  }
+  if (pending) return check_stalled(r);
+  c->last_activity_ns = now_ns();
+  if (sizes != nullptr)
+    for (int i = 0; i < r->n; ++i) sizes[i] = r->sizes[i];
+  *done = 1;
+  request_put(r);
+  return Status::kSuccess;
+}
+
+// Drops what is in flight (close with requests pending is allowed by the contract).
+void drop_requests(CommBase* c) {
+  const UcxApi& api = *c->ctx->api;
+  while (c->live != nullptr) {
+    Request* r = c->live;
+    for (int i = 0; i < r->n; ++i) {
+      if (r->ucp[i] == nullptr) continue;
+      if (!c->is_send && api.request_check_status(r->ucp[i]) == UCS_INPROGRESS)
+        api.request_cancel(c->ctx->worker, r->ucp[i]);
+      api.request_free(r->ucp[i]);
+    }
+    request_put(r);
+  }
+  for (Request* r : c->spare) delete r;
+  c->spare.clear();
+}
+
+}  // namespace zcx::ucx
