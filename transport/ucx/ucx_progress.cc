@@ -102,12 +102,12 @@ Status group_progress(Request* r) {
                   "buffer; sender", UCS_ERR_NO_MESSAGE);
     if (info.length > r->sizes[i]) return fail_status(c, UCS_ERR_MESSAGE_TRUNCATED, r->sizes[i]);
     r->matched[i] = true;
-    ucp_tag_recv_info_t done_info{};
-    ucp_request_param_t param = op_param(nullptr, &done_info);
+    // The probe told the length; UCX 1.13 does not fill recv_info on immediate completion.
+    ucp_request_param_t param = op_param(nullptr, nullptr);
     ucs_status_ptr_t p = api.tag_msg_recv_nbx(c->ctx->worker, r->data[i], r->sizes[i], msg, &param);
     if (UCS_PTR_IS_ERR(p)) return fail_status(c, UCS_PTR_STATUS(p), r->sizes[i]);
     r->ucp[i] = p;
-    if (p == nullptr) r->sizes[i] = done_info.length;
+    r->sizes[i] = info.length;
   }
   return Status::kSuccess;
 }
@@ -185,8 +185,9 @@ Status irecv(RecvComm* c, int n, void** data, size_t* sizes, int* tags, Mr** mrs
     *out = r;
     return group_progress(r);
   }
-  ucp_tag_recv_info_t info{};
-  ucp_request_param_t param = op_param(mrs != nullptr ? mrs[0] : nullptr, &info);
+  ucp_request_param_t param = op_param(mrs != nullptr ? mrs[0] : nullptr, nullptr);
+  // Always a request: UCX 1.13 does not fill recv_info when a receive completes at once.
+  param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   ucs_status_ptr_t p = c->ctx->api->tag_recv_nbx(
       c->ctx->worker, data[0], sizes[0], data_tag(c->conn_id, 0, r->first_seq), kAnyUserTagMask,
       &param);
@@ -195,7 +196,6 @@ Status irecv(RecvComm* c, int n, void** data, size_t* sizes, int* tags, Mr** mrs
     return fail_status(c, UCS_PTR_STATUS(p), sizes[0]);
   }
   r->ucp[0] = p;
-  if (p == nullptr) r->sizes[0] = info.length;
   *out = r;
   return Status::kSuccess;
 }
