@@ -1,7 +1,18 @@
 // The ucx provider: the provider contract (base/provider.h) on UCP, loaded through the UCX
 // shim (common/dl/ucx_shim.h). One UCP context and one worker per zcx ctx; one endpoint per
-// connection, made by UCX's sockaddr connection manager (ucp_listener) and authenticated by
-// a zcx handshake (docs/WIRE.md, "ucx provider").
+// connection.
+//
+// Connection set-up. A UCP worker address is hundreds of bytes and does not fit the 128-byte
+// handle, so the handle carries the address of a small zcx TCP listener (the side channel).
+// Connector and acceptor exchange their zcx handshake (magic, version, job secret, rank, pid,
+// host) and their worker addresses over it, then the connector creates its UCP endpoint
+// from the acceptor's worker address (error mode PEER). UCX's own sockaddr connection manager
+// (ucp_listener) was the first choice, but in UCX 1.13 it cannot connect when UCX_TLS holds
+// only shared-memory transports ("Destination is unreachable"); the side channel works for
+// every UCX_TLS. The socket stays open for the life of the connection: a peer that dies
+// closes it at once (the kernel does), which gives a prompt "peer died" on any transport,
+// and a peer that closes its comm first sends a close record with its message count.
+// docs/WIRE.md, "ucx provider", has the formats.
 //
 // Matching. UCP tag matching is per worker, so every tag carries the connection id that the
 // acceptor assigned plus a per-connection sequence number:
@@ -16,6 +27,7 @@
 
 #include "base/provider.h"
 #include "common/dl/ucx_shim.h"
+#include "common/fd.h"
 #include "common/status.h"
 
 #include <cstdint>
@@ -23,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +44,7 @@ namespace zcx::ucx {
 inline constexpr uint32_t kLog = kLogUcx;
 
 // Tag layout (see above).
-enum class TagKind : uint64_t { kHello = 1, kAck = 2, kData = 3 };
+enum class TagKind : uint64_t { kData = 3 };
 inline constexpr int kKindShift = 60;
 inline constexpr int kConnShift = 40;
 inline constexpr int kUserTagShift = 24;
@@ -73,11 +86,12 @@ struct Ctx {
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   uint32_t next_conn_id = 1;        // acceptor-side connection ids (tags carry 20 bits)
-  uint32_t next_listen_id = 1;
+  std::string worker_address;       // this worker's UCP address, sent in handshakes
   uint64_t mem_types = 0;           // UCS_MEMORY_TYPE bits UCP supports here
   std::recursive_mutex mu;          // serializes every UCP call on this ctx (worker: SINGLE)
   std::map<std::string, struct PendingConnect*> connects;  // by handle bytes
   int spin = 1;                     // worker progress calls per test()
+  std::set<struct Mr*> mrs;         // live registrations, unmapped at finalize if left
 };
 
 struct PeerName {
@@ -99,9 +113,12 @@ struct CommBase {
   Request* live = nullptr;             // intrusive list of requests not yet done
   std::vector<Request*> spare;         // finished requests kept for reuse
   StickyError failure;                 // the first failure, reported by every later call
-  void* handshake_req = nullptr;       // ack send still in flight (recv comm)
-  std::string handshake_buf;
   bool is_send = false;
+  UniqueFd sock;                       // the side channel: liveness and the close record
+  int64_t next_sock_check_ns = 0;
+  bool peer_closed = false;            // the peer sent its close record ...
+  uint64_t peer_count = 0;             // ... after posting this many messages
+  std::string close_rx;                // close record bytes read so far
 };
 
 // One struct for both directions (is_send tells them apart), so close needs no virtual.
@@ -139,11 +156,13 @@ struct Hello {
   uint16_t kind = 0;                   // 1 hello, 2 ack
   uint16_t result = 0;                 // ack: 0 accepted, else a zcx_status_t
   uint64_t secret = 0;
-  uint64_t nonce = 0;                  // connector's, echoed in the ack
-  uint32_t conn_id = 0;                // ack: the id data tags carry
+  uint64_t nonce = 0;                  // connector's random nonce, echoed in the ack
+  uint32_t conn_id = 0;                // hello: the listener id; ack: the id data tags carry
   zcx_peer_info_t who{};
 };
 inline constexpr size_t kHelloBytes = 4 + 2 + 2 + 2 + 8 + 8 + 4 + 4 + 4 + 2 + ZCX_HOST_NAME_BYTES;
+inline constexpr size_t kMaxWorkerAddress = 8192;  // bound on a peer's worker address
+inline constexpr size_t kCloseRecordBytes = 16;
 std::string hello_encode(const Hello& h);
 Status hello_decode(const void* buf, size_t len, Hello* out);
 
@@ -169,6 +188,10 @@ Status irecv(RecvComm* c, int n, void** data, size_t* sizes, int* tags, Mr** mrs
 Status test(Request* r, int* done, size_t* sizes);
 void drop_requests(CommBase* comm);
 void progress(Ctx* ctx);
+// Side channel after the handshake (ucx_handshake.cc).
+std::string close_record(uint64_t count);
+// Reads what the peer wrote since: kRemote when it died (EOF without a close record).
+Status poll_side_channel(CommBase* comm);
 
 // Devices and contexts (ucx_device.cc).
 Status ctx_create(const zcx_provider_init_t* init, Ctx** out);

@@ -42,6 +42,19 @@ Status create_worker(Ctx* ctx) {
     ctx->unavailable = std::string("ucp_worker_create failed: ") + ctx->api->status_string(s);
     return Status::kNoDevice;
   }
+  ucp_address_t* address = nullptr;
+  size_t len = 0;
+  s = ctx->api->worker_get_address(ctx->worker, &address, &len);
+  if (s != UCS_OK || len > kMaxWorkerAddress) {
+    ctx->api->worker_destroy(ctx->worker);
+    ctx->worker = nullptr;
+    ctx->unavailable = std::string("ucp_worker_get_address failed: ") +
+                       (s != UCS_OK ? ctx->api->status_string(s) : "address too long");
+    return Status::kNoDevice;
+  }
+  ctx->worker_address.assign(reinterpret_cast<const char*>(address), len);
+  ctx->api->worker_release_address(ctx->worker, address);
+  ZCX_INFO(kLog, "ucx: worker address %zu bytes", len);
   return Status::kSuccess;
 }
 
@@ -77,6 +90,8 @@ Status ctx_create(const zcx_provider_init_t* init, Ctx** out) {
 void ctx_destroy(Ctx* ctx) {
   if (ctx == nullptr) return;
   drop_pending_connects(ctx);
+  // Registrations the caller left behind: UCX asserts if its cache still holds them.
+  while (!ctx->mrs.empty()) (void)dereg_mr(*ctx->mrs.begin());
   if (ctx->worker != nullptr) ctx->api->worker_destroy(ctx->worker);
   if (ctx->context != nullptr) ctx->api->cleanup(ctx->context);
   delete ctx;

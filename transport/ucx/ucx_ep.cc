@@ -1,7 +1,5 @@
-// Connections of the ucx provider. The handle carries the address of a ucp_listener (UCX's
-// sockaddr connection manager makes the endpoint, so a worker address of any size never has
-// to fit the 128-byte handle) plus a listener id. The first tagged messages on a new
-// endpoint are the zcx handshake: the connector's hello, the acceptor's ack (docs/WIRE.md).
+// Connections of the ucx provider. The handle carries the address of the side-channel
+// listener plus a listener id (ucx.h explains why); docs/WIRE.md has the formats.
 #include "ucx/ucx.h"
 #include "ucx/ucx_ep_state.h"
 
@@ -11,6 +9,7 @@
 #include "common/socket.h"
 #include "common/wire.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -33,10 +32,6 @@ zcx_peer_info_t self_info(const Ctx* ctx) {
   who.pid = static_cast<int>(getpid());
   snprintf(who.host, sizeof(who.host), "%s", ctx->self.host.c_str());
   return who;
-}
-
-void conn_request_callback(ucp_conn_request_h request, void* arg) {
-  static_cast<ListenComm*>(arg)->requests.push_back(request);
 }
 
 // Handle payload: family u8, reserved u8, port u16, address 16 bytes, listener id u32.
@@ -97,31 +92,11 @@ Status listen(Ctx* ctx, void* handle, ListenComm** out) {
   auto lc = std::make_unique<ListenComm>();
   lc->ctx = ctx;
   lc->listen_id = static_cast<uint32_t>(random_u64());
-  ucp_listener_params_t params{};
-  params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  params.sockaddr.addr = local.sa();
-  params.sockaddr.addrlen = local.len;
-  params.conn_handler.cb = conn_request_callback;
-  params.conn_handler.arg = lc.get();
-  ucs_status_t s = ctx->api->listener_create(ctx->worker, &params, &lc->listener);
-  if (s != UCS_OK)
-    return set_error(Status::kSystem, kLog, "ucx listen on %s (%s) failed: %s",
-                     local.to_string().c_str(), ifname.c_str(), ucs_text(ctx, s));
-  ucp_listener_attr_t attr{};
-  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  s = ctx->api->listener_query(lc->listener, &attr);
-  if (s != UCS_OK) {
-    ctx->api->listener_destroy(lc->listener);
-    return set_error(Status::kSystem, kLog, "ucp_listener_query failed: %s", ucs_text(ctx, s));
-  }
-  memcpy(&lc->addr.storage, &attr.sockaddr, sizeof(attr.sockaddr));
-  lc->addr.len = local.len;
-  lc->addr.set_port(SockAddr{attr.sockaddr, local.len}.port());
-  Status st = encode_handle(lc->addr, lc->listen_id, handle);
-  if (!ok(st)) {
-    ctx->api->listener_destroy(lc->listener);
-    return st;
-  }
+  Status s = socket_listen(local, 128, &lc->sock, &lc->addr);
+  if (!ok(s))
+    return set_error(s, kLog, "ucx listen on %s (%s): %s", local.to_string().c_str(),
+                     ifname.c_str(), last_error());
+  ZCX_TRY(encode_handle(lc->addr, lc->listen_id, handle));
   ZCX_INFO(kLog, "ucx: listening on %s (%s), listener id %u", lc->addr.to_string().c_str(),
            ifname.c_str(), lc->listen_id);
   *out = lc.release();
@@ -129,12 +104,7 @@ Status listen(Ctx* ctx, void* handle, ListenComm** out) {
 }
 
 Status close_listen(ListenComm* lc) {
-  Ctx* ctx = lc->ctx;
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
-  if (lc->accepting) abandon_accept(lc);
-  for (ucp_conn_request_h r : lc->requests) (void)ctx->api->listener_reject(lc->listener, r);
-  ctx->api->listener_destroy(lc->listener);
-  delete lc;
+  delete lc;  // closes the listening socket and any half-made connection
   return Status::kSuccess;
 }
 
@@ -150,11 +120,10 @@ Status connect(Ctx* ctx, const void* handle, SendComm** out) {
   auto it = ctx->connects.find(key);
   if (it == ctx->connects.end()) {
     PendingConnect* pc = nullptr;
-    ZCX_TRY(connect_start(ctx, addr, listen_id, random_u64(), self_info(ctx), &pc));
+    ZCX_TRY(connect_start(ctx, addr, listen_id, random_u64(), &pc));
     it = ctx->connects.emplace(key, pc).first;
   }
-  progress(ctx);
-  Status s = connect_finish(it->second, out);
+  Status s = connect_finish(it->second, self_info(ctx), out);
   if (!ok(s) || *out != nullptr) {
     connect_destroy(it->second);
     ctx->connects.erase(it);
@@ -169,18 +138,35 @@ void drop_pending_connects(Ctx* ctx) {
 
 // ---- accept -------------------------------------------------------------------------------
 
+namespace {
+
+Status take_new_sockets(ListenComm* lc) {
+  for (;;) {
+    auto a = std::make_unique<Accepting>();
+    Status s = socket_accept(lc->sock.get(), &a->sock, &a->peer);
+    if (s == Status::kInProgress) return Status::kSuccess;
+    if (!ok(s)) return set_error(s, kLog, "ucx accept on %s: %s", lc->addr.to_string().c_str(),
+                                 last_error());
+    a->start_ns = now_ns();
+    lc->pending.push_back(std::move(a));
+  }
+}
+
+}  // namespace
+
+// Half-made connections are independent sockets, so several can be in progress at once.
 Status accept(ListenComm* lc, RecvComm** out) {
   *out = nullptr;
   Ctx* ctx = lc->ctx;
   std::lock_guard<std::recursive_mutex> lock(ctx->mu);
-  progress(ctx);
-  if (!lc->accepting) {
-    if (lc->requests.empty()) return Status::kSuccess;
-    ucp_conn_request_h request = lc->requests.front();
-    lc->requests.pop_front();
-    ZCX_TRY(accept_start(lc, request, self_info(ctx)));
+  ZCX_TRY(take_new_sockets(lc));
+  for (size_t i = 0; i < lc->pending.size(); ++i) {
+    Status s = accept_finish(lc, lc->pending[i].get(), self_info(ctx), out);
+    if (ok(s) && *out == nullptr) continue;
+    lc->pending.erase(lc->pending.begin() + static_cast<std::ptrdiff_t>(i));
+    return s;
   }
-  return accept_finish(lc, self_info(ctx), out);
+  return Status::kSuccess;
 }
 
 // ---- close --------------------------------------------------------------------------------
@@ -188,9 +174,13 @@ Status accept(ListenComm* lc, RecvComm** out) {
 void close_comm(CommBase* comm) {
   Ctx* ctx = comm->ctx;
   std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  // Tell the peer how many messages this side posted, so it can tell "closed after the
+  // last message" from "died" (best effort: a full or broken socket just drops it).
+  std::string record = close_record(comm->seq);
+  if (comm->sock.valid())
+    (void)!send(comm->sock.get(), record.data(), record.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   drop_requests(comm);
   ep_close(ctx, comm->ep, std::move(comm->ep_error));
-  if (comm->handshake_req != nullptr) ctx->api->request_free(comm->handshake_req);
   delete comm;
 }
 

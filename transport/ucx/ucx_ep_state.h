@@ -1,59 +1,64 @@
-// Connection set-up state of the ucx provider, shared by ucx_ep.cc and ucx_handshake_ep.cc.
+// Connection set-up state of the ucx provider (side channel, see ucx.h), shared by
+// ucx_ep.cc and ucx_handshake_ep.cc.
 #pragma once
 
 #include "ucx/ucx.h"
 
 #include "common/socket.h"
 
+#include <vector>
+
 namespace zcx::ucx {
 
-// The connection an acceptor is working on: its endpoint and the hello it waits for.
-// Connection requests are taken one at a time per listener, so the hello (tagged with the
-// listener id) can only come from this endpoint: a connector cannot send before the acceptor
-// has created its side of the endpoint.
+// Reads one handshake frame without blocking: Hello, u16 address length, worker address.
+class FrameReader {
+ public:
+  // kInProgress until the frame is complete; kRemote/kProtocol on EOF, error or bad length.
+  Status read(int fd, const char* peer);
+  const std::string& bytes() const { return buf_; }
+  std::string address() const { return buf_.substr(kHelloBytes + 2); }
+
+ private:
+  size_t want() const;
+  std::string buf_;
+};
+
+std::string frame_encode(const Hello& h, const std::string& worker_address);
+
+// A socket accepted by the listener, waiting for its hello.
 struct Accepting {
-  ucp_ep_h ep = nullptr;
-  std::unique_ptr<EpError> ep_error;
-  void* hello_req = nullptr;
-  uint8_t hello_buf[kHelloBytes] = {};
+  UniqueFd sock;
+  SockAddr peer;
+  FrameReader rx;
   int64_t start_ns = 0;
 };
 
 struct ListenComm {
   Ctx* ctx = nullptr;
-  ucp_listener_h listener = nullptr;
-  uint32_t listen_id = 0;
+  UniqueFd sock;
   SockAddr addr;
-  std::deque<ucp_conn_request_h> requests;  // filled by UCX's connection callback
-  bool accepting = false;
-  Accepting cur;
-  std::string reject_buf;  // a rejection in flight while its endpoint closes
+  uint32_t listen_id = 0;
+  std::vector<std::unique_ptr<Accepting>> pending;
 };
 
 struct PendingConnect {
   Ctx* ctx = nullptr;
   SockAddr addr;
-  ucp_ep_h ep = nullptr;
-  std::unique_ptr<EpError> ep_error;
+  UniqueFd sock;
+  bool hello_sent = false;
+  FrameReader rx;
+  uint32_t listen_id = 0;
   uint64_t nonce = 0;
-  std::string hello_buf;
-  void* hello_req = nullptr;
-  uint8_t ack_buf[kHelloBytes] = {};
-  void* ack_req = nullptr;
   int64_t start_ns = 0;
 };
 
-inline uint64_t hello_tag(uint32_t listen_id) { return make_tag(TagKind::kHello, listen_id); }
-inline uint64_t ack_tag(uint64_t nonce) { return make_tag(TagKind::kAck, nonce); }
-
 Status connect_start(Ctx* ctx, const SockAddr& addr, uint32_t listen_id, uint64_t nonce,
-                     const zcx_peer_info_t& self, PendingConnect** out);
+                     PendingConnect** out);
 // kSuccess with *out == nullptr while the handshake is in flight.
-Status connect_finish(PendingConnect* pc, SendComm** out);
+Status connect_finish(PendingConnect* pc, const zcx_peer_info_t& self, SendComm** out);
 void connect_destroy(PendingConnect* pc);
 
-Status accept_start(ListenComm* lc, ucp_conn_request_h request, const zcx_peer_info_t& self);
-Status accept_finish(ListenComm* lc, const zcx_peer_info_t& self, RecvComm** out);
-void abandon_accept(ListenComm* lc);
+// kSuccess with *out == nullptr until the hello on `a` is complete.
+Status accept_finish(ListenComm* lc, Accepting* a, const zcx_peer_info_t& self, RecvComm** out);
 
 }  // namespace zcx::ucx

@@ -5,7 +5,10 @@
 #include "common/config_vars.h"
 #include "common/wire.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace zcx::ucx {
@@ -13,6 +16,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x5558435a;  // "ZCXU" little-endian
 constexpr uint16_t kHelloVersion = 1;
+constexpr uint32_t kCloseMagic = 0x4358435a;  // "ZCXC" little-endian
 
 }  // namespace
 
@@ -68,6 +72,44 @@ Status hello_decode(const void* buf, size_t len, Hello* out) {
     return set_error(Status::kProtocol, kLog, "ucx handshake: malformed host field");
   std::fill(out->who.host + host_len, out->who.host + ZCX_HOST_NAME_BYTES, '\0');
   return Status::kSuccess;
+}
+
+std::string close_record(uint64_t count) {
+  std::string out(kCloseRecordBytes, '\0');
+  wire::Writer w(out.data(), out.size());
+  w.u32(kCloseMagic);
+  w.u32(0);
+  w.u64(count);
+  return out;
+}
+
+// Reads the side channel without blocking. EOF after a close record is a normal close; EOF
+// without one means the peer process is gone.
+Status poll_side_channel(CommBase* c) {
+  char buf[kCloseRecordBytes];
+  for (;;) {
+    size_t want = kCloseRecordBytes - std::min(kCloseRecordBytes, c->close_rx.size());
+    ssize_t n = recv(c->sock.get(), buf, want > 0 ? want : 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Status::kSuccess;
+    if (n > 0 && want > 0) {
+      c->close_rx.append(buf, static_cast<size_t>(n));
+      if (c->close_rx.size() < kCloseRecordBytes) continue;
+      wire::Reader r(c->close_rx.data(), c->close_rx.size());
+      uint32_t magic = r.u32();
+      (void)r.u32();
+      c->peer_count = r.u64();
+      if (magic != kCloseMagic)
+        return set_error(Status::kProtocol, kLog, "ucx: %s wrote garbage on the side channel",
+                         c->peer.text().c_str());
+      c->peer_closed = true;
+      continue;
+    }
+    if (n == 0 && c->peer_closed) return Status::kSuccess;
+    if (n > 0) continue;  // bytes after the close record: ignore
+    return set_error(Status::kRemote, kLog, "ucx: %s died or lost the connection (%s; it sent "
+                     "no close record)", c->peer.text().c_str(),
+                     n == 0 ? "its socket closed" : strerror(errno));
+  }
 }
 
 const char* ucs_text(const Ctx* ctx, ucs_status_t s) {

@@ -24,6 +24,7 @@ Status reg_mr(Ctx* ctx, void* data, size_t size, int kind, Mr** out) {
   if (s != UCS_OK)
     return set_error(Status::kSystem, kLog, "ucx: ucp_mem_map of %zu bytes at %p failed: %s",
                      size, data, ucs_text(ctx, s));
+  ctx->mrs.insert(mr.get());
   *out = mr.release();
   return Status::kSuccess;
 }
@@ -33,6 +34,7 @@ Status dereg_mr(Mr* mr) {
   Ctx* ctx = mr->ctx;
   std::lock_guard<std::recursive_mutex> lock(ctx->mu);
   ucs_status_t s = ctx->api->mem_unmap(ctx->context, mr->memh);
+  ctx->mrs.erase(mr);
   delete mr;
   if (s != UCS_OK)
     return set_error(Status::kSystem, kLog, "ucx: ucp_mem_unmap failed: %s", ucs_text(ctx, s));

@@ -131,11 +131,38 @@ ucs_status_t poll_buffer(Request* r, int i) {
   return s;
 }
 
+// A peer that closed its comm is an error only for messages it never posted.
+Status check_peer_closed(Request* r) {
+  CommBase* c = r->comm;
+  if (!c->peer_closed) return Status::kSuccess;
+  uint32_t last = r->first_seq + static_cast<uint32_t>(r->n) - 1;
+  bool beyond = static_cast<int32_t>(last - static_cast<uint32_t>(c->peer_count)) >= 0;
+  if (!c->is_send && !beyond) return Status::kSuccess;
+  if (!c->failure.has()) {
+    Status st = set_error(Status::kRemote, kLog, "ucx: %s closed the connection (after %llu "
+                          "messages) while this %s was pending", c->peer.text().c_str(),
+                          static_cast<unsigned long long>(c->peer_count),
+                          c->is_send ? "send" : "receive");
+    c->failure.record(st, last_error());
+  }
+  return c->failure.raise();
+}
+
+// A pending request: fails when the peer died or closed, or nothing moved for ZCX_TIMEOUT.
+// The side channel is read at most every millisecond, so test() stays cheap.
 Status check_stalled(Request* r) {
   CommBase* c = r->comm;
   ZCX_TRY(check_alive(c));
+  int64_t now = now_ns();
+  if (now >= c->next_sock_check_ns) {
+    c->next_sock_check_ns = now + 1000000;
+    Status s = poll_side_channel(c);
+    if (!ok(s) && !c->failure.has()) c->failure.record(s, last_error());
+    ZCX_TRY(check_alive(c));
+    ZCX_TRY(check_peer_closed(r));
+  }
   int64_t since = std::max(r->posted_ns, c->last_activity_ns);
-  if (now_ns() - since <= zcx::params::timeout_ms() * 1000000) return Status::kSuccess;
+  if (now - since <= zcx::params::timeout_ms() * 1000000) return Status::kSuccess;
   if (!c->failure.has()) {
     Status st = set_error(Status::kTimeout, kLog, "ucx: no progress %s %s for ZCX_TIMEOUT "
                           "(%lld ms): is it alive and still calling zcx?",

@@ -18,10 +18,8 @@ bool resolve_all(DlLibrary& lib, UcxApi& api) {
          lib.symbol("ucp_worker_create", api.worker_create) &&
          lib.symbol("ucp_worker_destroy", api.worker_destroy) &&
          lib.symbol("ucp_worker_progress", api.worker_progress) &&
-         lib.symbol("ucp_listener_create", api.listener_create) &&
-         lib.symbol("ucp_listener_destroy", api.listener_destroy) &&
-         lib.symbol("ucp_listener_query", api.listener_query) &&
-         lib.symbol("ucp_listener_reject", api.listener_reject) &&
+         lib.symbol("ucp_worker_get_address", api.worker_get_address) &&
+         lib.symbol("ucp_worker_release_address", api.worker_release_address) &&
          lib.symbol("ucp_ep_create", api.ep_create) &&
          lib.symbol("ucp_ep_close_nbx", api.ep_close_nbx) &&
          lib.symbol("ucp_request_check_status", api.request_check_status) &&

@@ -21,10 +21,8 @@ struct UcxApi {
   decltype(&ucp_worker_create) worker_create;
   decltype(&ucp_worker_destroy) worker_destroy;
   decltype(&ucp_worker_progress) worker_progress;
-  decltype(&ucp_listener_create) listener_create;
-  decltype(&ucp_listener_destroy) listener_destroy;
-  decltype(&ucp_listener_query) listener_query;
-  decltype(&ucp_listener_reject) listener_reject;
+  decltype(&ucp_worker_get_address) worker_get_address;
+  decltype(&ucp_worker_release_address) worker_release_address;
   decltype(&ucp_ep_create) ep_create;
   decltype(&ucp_ep_close_nbx) ep_close_nbx;
   decltype(&ucp_request_check_status) request_check_status;
