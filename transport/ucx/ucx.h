@@ -91,6 +91,7 @@ struct Ctx {
   std::recursive_mutex mu;          // serializes every UCP call on this ctx (worker: SINGLE)
   std::map<std::string, struct PendingConnect*> connects;  // by handle bytes
   int spin = 1;                     // worker progress calls per test()
+  bool peer_mode_unreachable = false;  // UCX_TLS lacks peer-failure support (ucx_handshake_ep.cc)
   std::set<struct Mr*> mrs;         // live registrations, unmapped at finalize if left
 };
 
@@ -118,6 +119,7 @@ struct CommBase {
   int64_t next_sock_check_ns = 0;
   bool peer_closed = false;            // the peer sent its close record ...
   uint64_t peer_count = 0;             // ... after posting this many messages
+  int64_t peer_closed_ns = 0;          // when we read that record
   std::string close_rx;                // close record bytes read so far
 };
 

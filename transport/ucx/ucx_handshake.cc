@@ -102,6 +102,7 @@ Status poll_side_channel(CommBase* c) {
         return set_error(Status::kProtocol, kLog, "ucx: %s wrote garbage on the side channel",
                          c->peer.text().c_str());
       c->peer_closed = true;
+      c->peer_closed_ns = now_ns();
       continue;
     }
     if (n == 0 && c->peer_closed) return Status::kSuccess;

@@ -67,6 +67,8 @@ Status create_ep(CommBase* c, const std::string& address) {
   Ctx* ctx = c->ctx;
   ucs_status_t s = UCS_ERR_UNREACHABLE;
   for (ucp_err_handling_mode_t mode : {UCP_ERR_HANDLING_MODE_PEER, UCP_ERR_HANDLING_MODE_NONE}) {
+    // Once UCX said no, ask again only in a new ctx (UCX logs an ERROR line for each try).
+    if (mode == UCP_ERR_HANDLING_MODE_PEER && ctx->peer_mode_unreachable) continue;
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -82,6 +84,7 @@ Status create_ep(CommBase* c, const std::string& address) {
       return Status::kSuccess;
     }
     if (s != UCS_ERR_UNREACHABLE) break;
+    if (mode == UCP_ERR_HANDLING_MODE_PEER) ctx->peer_mode_unreachable = true;
   }
   c->ep = nullptr;
   return set_error(Status::kRemote, kLog, "ucx: endpoint to %s failed: %s (check UCX_TLS: both "
