@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -233,6 +234,46 @@ TEST_P(UcxPair, WrongSecretIsRejected) {
   // The child's connect must fail (exit 92), not succeed.
   ASSERT_TRUE(WIFEXITED(r.child_status));
   EXPECT_EQ(WEXITSTATUS(r.child_status), 92);
+}
+
+// The sender closes after one message: that message still arrives, and a receive for a
+// message it never sent fails promptly with an error naming it (no wait for ZCX_TIMEOUT).
+TEST_P(UcxPair, PeerCloseFailsOnlyReceivesItNeverSent) {
+  ForkResult r = run_pair(
+      [](Endpoint& ep, pid_t) {
+        if (!accept_within(&ep, 20000)) return false;
+        std::vector<uint8_t> buf(100000);
+        void* data[1] = {buf.data()};
+        size_t sizes[1] = {buf.size()};
+        int tags[1] = {0};
+        void* req = nullptr;
+        usleep(300000);  // let the sender close first
+        size_t got[8] = {};
+        if (ep.ops->irecv(ep.comm, 1, data, sizes, tags, nullptr, &req) != ZCX_SUCCESS ||
+            test_until_done(&ep, req, got, 20000) != ZCX_SUCCESS || got[0] != 99999 ||
+            !check_pattern(buf.data(), 99999, 3)) {
+          ep.error = "the message sent before close was lost: " + ep.error;
+          return false;
+        }
+        if (ep.ops->irecv(ep.comm, 1, data, sizes, tags, nullptr, &req) != ZCX_SUCCESS) return false;
+        int64_t t0 = now_ns();
+        int rc = test_until_done(&ep, req, nullptr, 20000);
+        double secs = static_cast<double>(now_ns() - t0) / 1e9;
+        if (rc != ZCX_ERR_REMOTE || ep.error.find("closed") == std::string::npos ||
+            ep.error.find("rank 1") == std::string::npos || secs > 2.0) {
+          ep.error = "expected a prompt 'closed' error naming rank 1, got " + std::to_string(rc) +
+                     " after " + std::to_string(secs) + " s: " + ep.error;
+          return false;
+        }
+        return true;
+      },
+      [](Endpoint& ep) {
+        std::vector<uint8_t> buf(99999);
+        fill_pattern(buf.data(), buf.size(), 3);
+        return send_one(ep, buf.data(), buf.size(), 0, nullptr) == ZCX_SUCCESS ? 0 : 10;
+      });
+  if (!r.parent_ok && r.error == "ucx provider has no device") GTEST_SKIP() << "UCX unusable here";
+  expect_pair(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxPair, testing::Values("tcp", "posix,cma", "default"),
