@@ -115,6 +115,7 @@ struct CommBase {
   std::vector<Request*> spare;         // finished requests kept for reuse
   StickyError failure;                 // the first failure, reported by every later call
   bool is_send = false;
+  struct PendingConnect* handshake = nullptr;  // send comm waiting for the ack (half-open)
   UniqueFd sock;                       // the side channel: liveness and the close record
   int64_t next_sock_check_ns = 0;
   bool peer_closed = false;            // the peer sent its close record ...
@@ -181,6 +182,9 @@ Status connect(Ctx* ctx, const void* handle, SendComm** out);
 Status accept(ListenComm* lc, RecvComm** out);
 Status close_listen(ListenComm* lc);
 void drop_pending_connects(Ctx* ctx);
+// Half-open send comm: kInProgress until the ack arrived and the endpoint exists.
+Status handshake_progress(CommBase* comm);
+void connect_destroy(struct PendingConnect* pc);
 void close_comm(CommBase* comm);
 
 // Data path (ucx_progress.cc).

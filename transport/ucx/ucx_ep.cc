@@ -124,10 +124,8 @@ Status connect(Ctx* ctx, const void* handle, SendComm** out) {
     it = ctx->connects.emplace(key, pc).first;
   }
   Status s = connect_finish(it->second, self_info(ctx), out);
-  if (!ok(s) || *out != nullptr) {
-    connect_destroy(it->second);
-    ctx->connects.erase(it);
-  }
+  if (!ok(s)) connect_destroy(it->second);  // on success the comm owns it
+  if (!ok(s) || *out != nullptr) ctx->connects.erase(it);
   return s;
 }
 
@@ -180,6 +178,7 @@ void close_comm(CommBase* comm) {
   if (comm->sock.valid())
     (void)!send(comm->sock.get(), record.data(), record.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   drop_requests(comm);
+  if (comm->handshake != nullptr) connect_destroy(comm->handshake);
   ep_close(ctx, comm->ep, std::move(comm->ep_error));
   delete comm;
 }

@@ -54,7 +54,7 @@ struct PendingConnect {
 
 Status connect_start(Ctx* ctx, const SockAddr& addr, uint32_t listen_id, uint64_t nonce,
                      PendingConnect** out);
-// kSuccess with *out == nullptr while the handshake is in flight.
+// kSuccess with *out == nullptr until the hello is sent; *out then owns pc (half-open).
 Status connect_finish(PendingConnect* pc, const zcx_peer_info_t& self, SendComm** out);
 void connect_destroy(PendingConnect* pc);
 

@@ -147,6 +147,7 @@ Status connect_start(Ctx* ctx, const SockAddr& addr, uint32_t listen_id, uint64_
 namespace {
 
 Status send_hello(PendingConnect* pc, const zcx_peer_info_t& self) {
+  if (pc->hello_sent) return Status::kSuccess;
   Status s = socket_connect_done(pc->sock.get(), pc->addr);
   if (s == Status::kInProgress) return s;
   if (!ok(s)) return set_error(s, kLog, "ucx connect: %s (is the peer listening?)", last_error());
@@ -167,25 +168,50 @@ Status send_hello(PendingConnect* pc, const zcx_peer_info_t& self) {
 
 }  // namespace
 
+// connect() returns the send comm as soon as the hello is on its way, without waiting for
+// the acceptor to call accept (the contract). The comm is half-open until the ack arrives:
+// isend then answers "retry later" (NULL request), and this function finishes the job.
 Status connect_finish(PendingConnect* pc, const zcx_peer_info_t& self, SendComm** out) {
-  std::string where = pc->addr.to_string();
-  Status s = pc->hello_sent ? Status::kSuccess : send_hello(pc, self);
-  if (s == Status::kSuccess) s = pc->rx.read(pc->sock.get(), where.c_str());
+  Status s = send_hello(pc, self);
   if (s == Status::kInProgress) {
     if (!timed_out(pc->start_ns)) return Status::kSuccess;
+    return set_error(Status::kTimeout, kLog, "ucx connect to %s: not connected within "
+                     "ZCX_TIMEOUT (%lld ms)", pc->addr.to_string().c_str(),
+                     static_cast<long long>(zcx::params::timeout_ms()));
+  }
+  ZCX_TRY(s);
+  zcx_peer_info_t unknown{};
+  unknown.rank = -1;
+  snprintf(unknown.host, sizeof(unknown.host), "%s", pc->addr.to_string().c_str());
+  CommBase* c = make_comm(pc->ctx, UniqueFd(), unknown, 0, true);
+  c->handshake = pc;
+  *out = c;
+  return Status::kSuccess;
+}
+
+Status handshake_progress(CommBase* c) {
+  PendingConnect* pc = c->handshake;
+  std::string where = pc->addr.to_string();
+  Status s = pc->rx.read(pc->sock.get(), where.c_str());
+  if (s == Status::kInProgress) {
+    if (!timed_out(pc->start_ns)) return s;
     return set_error(Status::kTimeout, kLog, "ucx connect to %s: no handshake reply within "
-                     "ZCX_TIMEOUT (%lld ms)", where.c_str(),
+                     "ZCX_TIMEOUT (%lld ms): is the peer calling accept?", where.c_str(),
                      static_cast<long long>(zcx::params::timeout_ms()));
   }
   ZCX_TRY(s);
   Hello ack;
   ZCX_TRY(hello_decode(pc->rx.bytes().data(), kHelloBytes, &ack));
   ZCX_TRY(check_ack(pc, ack, pc->ctx->self));
-  std::unique_ptr<CommBase> c(make_comm(pc->ctx, std::move(pc->sock), ack.who, ack.conn_id, true));
-  ZCX_TRY(create_ep(c.get(), pc->rx.address()));
+  c->peer.info = ack.who;
+  c->conn_id = ack.conn_id;
+  ZCX_TRY(create_ep(c, pc->rx.address()));
+  c->sock = std::move(pc->sock);
+  c->handshake = nullptr;
+  connect_destroy(pc);
+  c->last_activity_ns = now_ns();
   ZCX_INFO(kLog, "ucx: connected to %s at %s, connection %u", c->peer.text().c_str(),
            where.c_str(), c->conn_id);
-  *out = c.release();
   return Status::kSuccess;
 }
 

@@ -182,6 +182,14 @@ Status isend(SendComm* c, void* data, size_t size, int tag, Mr* mr, Request** ou
   *out = nullptr;
   Lock lock(c->ctx->mu);
   ZCX_TRY(check_alive(c));
+  if (c->handshake != nullptr) {  // half-open: "retry later" until the ack is in
+    Status s = handshake_progress(c);
+    if (s == Status::kInProgress) return Status::kSuccess;
+    if (!ok(s)) {
+      c->failure.record(s, last_error());
+      return s;
+    }
+  }
   ucp_request_param_t param = op_param(mr, nullptr);
   ucs_status_ptr_t p = c->ctx->api->tag_send_nbx(c->ep, data, size,
                                                  data_tag(c->conn_id, tag, c->seq), &param);

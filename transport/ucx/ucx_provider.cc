@@ -99,7 +99,14 @@ zcx_status_t op_accept(void* listen_comm, void** recv_comm) {
 
 zcx_status_t op_peer_info(void* comm, zcx_peer_info_t* info) {
   if (comm == nullptr || info == nullptr) return ZCX_ERR_INVALID_ARG;
-  *info = static_cast<CommBase*>(comm)->peer.info;
+  auto* c = static_cast<CommBase*>(comm);
+  std::lock_guard<std::recursive_mutex> lock(c->ctx->mu);
+  // A half-open send comm learns its peer from the ack; until then rank is -1.
+  if (c->handshake != nullptr && !c->failure.has()) {
+    Status s = handshake_progress(c);
+    if (failed(s)) c->failure.record(s, last_error());
+  }
+  *info = c->peer.info;
   return ZCX_SUCCESS;
 }
 

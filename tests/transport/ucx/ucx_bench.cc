@@ -60,6 +60,7 @@ bool pump(Endpoint& ep, int total, int window, Post post) {
       ring[static_cast<size_t>(posted % window)] = req;
       ++posted;
     }
+    if (posted == completed) continue;  // "retry later" with nothing in flight
     int done = 0;
     if (ep.ops->test(ring[static_cast<size_t>(completed % window)], &done, nullptr) != ZCX_SUCCESS) {
       fprintf(stderr, "test failed: %s\n", zcx_get_last_error());
@@ -78,12 +79,18 @@ bool run_size(Endpoint& ep, bool sender, size_t size, const Options& o) {
     void* req = nullptr;
     uint8_t* p = buf.data() + size * static_cast<size_t>(i % o.window);
     if (sender) {
-      if (ep.ops->isend(ep.comm, p, size, 0, mh, &req) != ZCX_SUCCESS) return nullptr;
+      if (ep.ops->isend(ep.comm, p, size, 0, mh, &req) != ZCX_SUCCESS) {
+        fprintf(stderr, "isend failed: %s\n", zcx_get_last_error());
+        exit(1);
+      }
     } else {
       void* data[1] = {p};
       size_t sizes[1] = {size};
       int tags[1] = {0};
-      if (ep.ops->irecv(ep.comm, 1, data, sizes, tags, &mh, &req) != ZCX_SUCCESS) return nullptr;
+      if (ep.ops->irecv(ep.comm, 1, data, sizes, tags, &mh, &req) != ZCX_SUCCESS) {
+        fprintf(stderr, "irecv failed: %s\n", zcx_get_last_error());
+        exit(1);
+      }
     }
     return req;
   };

@@ -66,8 +66,8 @@ TEST_P(UcxKill, PeerKilledMidTransferFailsInTime) {
         std::vector<uint8_t> buf(kLen, 0x5a);
         for (;;) {  // sends until killed
           void* req = nullptr;
-          if (ep.ops->isend(ep.comm, buf.data(), kLen, 0, nullptr, &req) != ZCX_SUCCESS) return 10;
-          if (req != nullptr && test_until_done(&ep, req, nullptr, 60000) != ZCX_SUCCESS) return 11;
+          if (isend_retry(&ep, buf.data(), kLen, 0, nullptr, &req) != ZCX_SUCCESS) return 10;
+          if (test_until_done(&ep, req, nullptr, 60000) != ZCX_SUCCESS) return 11;
         }
       });
   if (!r.parent_ok && r.error == "ucx provider has no device") GTEST_SKIP() << "UCX unusable here";

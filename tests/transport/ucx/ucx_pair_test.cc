@@ -113,8 +113,7 @@ TEST_P(UcxPair, ManyInFlightKeepPostingOrder) {
         for (int i = 0; i < kCount; ++i) {
           fill_pattern(buf.data() + i * kLen, kLen, 1000 + i);
           // Different tags on purpose: with single receives they must not change the order.
-          if (ep.ops->isend(ep.comm, buf.data() + i * kLen, kLen, i % 5, nullptr, &reqs[i]) !=
-              ZCX_SUCCESS || reqs[i] == nullptr)
+          if (isend_retry(&ep, buf.data() + i * kLen, kLen, i % 5, nullptr, &reqs[i]) != ZCX_SUCCESS)
             return 10;
         }
         for (int i = 0; i < kCount; ++i)
@@ -166,8 +165,7 @@ TEST_P(UcxPair, GroupedReceiveChoosesBufferByTag) {
             size_t len = static_cast<size_t>(t) * 20000 + g;
             bufs[t].resize(len + 1);
             fill_pattern(bufs[t].data(), len, g * 100 + t);
-            if (ep.ops->isend(ep.comm, bufs[t].data(), len, 100 + t, nullptr, &reqs[t]) !=
-                ZCX_SUCCESS)
+            if (isend_retry(&ep, bufs[t].data(), len, 100 + t, nullptr, &reqs[t]) != ZCX_SUCCESS)
               return 10;
           }
           for (int t = 0; t < kN; ++t)
@@ -203,7 +201,7 @@ TEST_P(UcxPair, TruncationIsInvalidUsageNamingPeer) {
         [len](Endpoint& ep) {
           std::vector<uint8_t> buf(len);
           void* req = nullptr;
-          if (ep.ops->isend(ep.comm, buf.data(), len, 0, nullptr, &req) != ZCX_SUCCESS) return 10;
+          if (isend_retry(&ep, buf.data(), len, 0, nullptr, &req) != ZCX_SUCCESS) return 10;
           (void)test_until_done(&ep, req, nullptr, 3000);  // may fail: the receiver gave up
           return 0;
         });
@@ -228,12 +226,48 @@ TEST_P(UcxPair, WrongSecretIsRejected) {
         ep.error = "accept: no rejection before the deadline";
         return false;
       },
-      [](Endpoint&) { return 0; }, kSecret ^ 1);
+      [](Endpoint& ep) {
+        // connect returned at once (it does not wait for accept); the rejection shows on
+        // the first isend, which must fail with ZCX_ERR_AUTH.
+        uint8_t byte = 0;
+        Deadline dl = Deadline::after_ms(20000);
+        while (!dl.expired()) {
+          void* req = nullptr;
+          int rc = ep.ops->isend(ep.comm, &byte, 1, 0, nullptr, &req);
+          if (rc == ZCX_ERR_AUTH) return 42;
+          if (rc != ZCX_SUCCESS || req != nullptr) return 43;
+        }
+        return 44;
+      },
+      kSecret ^ 1);
   if (!r.parent_ok && r.error == "ucx provider has no device") GTEST_SKIP() << "UCX unusable here";
   ASSERT_TRUE(r.parent_ok) << r.error;
-  // The child's connect must fail (exit 92), not succeed.
   ASSERT_TRUE(WIFEXITED(r.child_status));
-  EXPECT_EQ(WEXITSTATUS(r.child_status), 92);
+  EXPECT_EQ(WEXITSTATUS(r.child_status), 42) << "42: rejected with ZCX_ERR_AUTH";
+}
+
+// connect completes before the peer calls accept: the acceptor here waits 2 s first.
+TEST_P(UcxPair, ConnectDoesNotWaitForAccept) {
+  ForkResult r = run_pair(
+      [](Endpoint& ep, pid_t) {
+        usleep(2000000);
+        if (!accept_within(&ep, 20000)) return false;
+        uint8_t byte = 0;
+        void* data[1] = {&byte};
+        size_t sizes[1] = {1};
+        int tags[1] = {0};
+        void* req = nullptr;
+        size_t got[8] = {};
+        return ep.ops->irecv(ep.comm, 1, data, sizes, tags, nullptr, &req) == ZCX_SUCCESS &&
+               test_until_done(&ep, req, got, 20000) == ZCX_SUCCESS && got[0] == 1 && byte == 7;
+      },
+      [](Endpoint& ep) {
+        if (child_connect_ms > 1000) return 11;  // connect waited for accept
+        uint8_t byte = 7;
+        return send_one(ep, &byte, 1, 0, nullptr) == ZCX_SUCCESS ? 0 : 10;
+      });
+  if (!r.parent_ok && r.error == "ucx provider has no device") GTEST_SKIP() << "UCX unusable here";
+  expect_pair(r);
 }
 
 // The sender closes after one message: that message still arrives, and a receive for a

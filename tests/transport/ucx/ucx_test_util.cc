@@ -11,6 +11,8 @@
 
 namespace zcx::ucx_test {
 
+int64_t child_connect_ms = -1;
+
 bool open_provider(Endpoint* ep, int rank, uint64_t secret) {
   ep->ops = zcx_provider_ucx();
   zcx_provider_init_t init{};
@@ -72,6 +74,20 @@ bool connect_within(Endpoint* ep, const void* handle, int timeout_ms) {
   return true;
 }
 
+int isend_retry(Endpoint* ep, void* buf, size_t n, int tag, void* mh, void** request) {
+  Deadline dl = Deadline::after_ms(20000);
+  *request = nullptr;
+  while (*request == nullptr) {
+    int rc = ep->ops->isend(ep->comm, buf, n, tag, mh, request);
+    if (rc != ZCX_SUCCESS) {
+      ep->error = last_error();
+      return rc;
+    }
+    if (*request == nullptr && dl.expired()) return ZCX_ERR_TIMEOUT;
+  }
+  return ZCX_SUCCESS;
+}
+
 int test_until_done(Endpoint* ep, void* request, size_t* sizes, int timeout_ms) {
   Deadline dl = Deadline::after_ms(timeout_ms);
   int done = 0;
@@ -121,7 +137,10 @@ int child_main(int read_fd, const std::function<int(Endpoint&)>& child, uint64_t
   }
   Endpoint ep;
   if (!open_provider(&ep, 1, secret)) return 91;
-  if (!connect_within(&ep, handle, 20000)) {
+  int64_t t0 = now_ms();
+  bool connected = connect_within(&ep, handle, 20000);
+  child_connect_ms = now_ms() - t0;
+  if (!connected) {
     fprintf(stderr, "child: %s\n", ep.error.c_str());
     return 92;
   }

@@ -31,6 +31,9 @@ bool open_provider(Endpoint* ep, int rank, uint64_t secret);
 void close_provider(Endpoint* ep);
 bool accept_within(Endpoint* ep, int timeout_ms);
 bool connect_within(Endpoint* ep, const void* handle, int timeout_ms);
+// isend, retried while the provider answers "retry later" (NULL request). Returns the
+// zcx status; *request is set on success.
+int isend_retry(Endpoint* ep, void* buf, size_t n, int tag, void* mh, void** request);
 // Tests until done or error; returns the zcx status; sizes gets the received sizes.
 int test_until_done(Endpoint* ep, void* request, size_t* sizes, int timeout_ms);
 void fill_pattern(void* buf, size_t n, uint32_t seed);
@@ -47,6 +50,9 @@ struct ForkResult {
 ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
                     const std::function<int(Endpoint&)>& child, uint64_t child_secret = kSecret,
                     int timeout_ms = 30000);
+
+// How long the child's connect took (set in the child before its function runs).
+extern int64_t child_connect_ms;
 
 // true when UCX loads and has a device here (tests skip otherwise).
 bool ucx_available(std::string* why);
