@@ -91,6 +91,7 @@ struct Ctx {
   std::recursive_mutex mu;          // serializes every UCP call on this ctx (worker: SINGLE)
   std::map<std::string, struct PendingConnect*> connects;  // by handle bytes
   int spin = 1;                     // worker progress calls per test()
+  bool worker_unsafe = false;       // UCX still holds requests: never destroy the worker
   bool peer_mode_unreachable = false;  // UCX_TLS lacks peer-failure support (ucx_handshake_ep.cc)
   std::set<struct Mr*> mrs;         // live registrations, unmapped at finalize if left
 };

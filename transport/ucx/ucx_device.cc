@@ -92,8 +92,13 @@ void ctx_destroy(Ctx* ctx) {
   drop_pending_connects(ctx);
   // Registrations the caller left behind: UCX asserts if its cache still holds them.
   while (!ctx->mrs.empty()) (void)dereg_mr(*ctx->mrs.begin());
-  if (ctx->worker != nullptr) ctx->api->worker_destroy(ctx->worker);
-  if (ctx->context != nullptr) ctx->api->cleanup(ctx->context);
+  if (ctx->worker_unsafe) {
+    ZCX_INFO(kLog, "ucx: leaving the UCP worker and context to process exit (a dead peer "
+             "left requests inside UCX, and destroying them would abort)");
+  } else {
+    if (ctx->worker != nullptr) ctx->api->worker_destroy(ctx->worker);
+    if (ctx->context != nullptr) ctx->api->cleanup(ctx->context);
+  }
   delete ctx;
 }
 

@@ -263,18 +263,41 @@ Status test(Request* r, int* done, size_t* sizes) {
   return Status::kSuccess;
 }
 
-// Drops what is in flight (close with requests pending is allowed by the contract).
+// Drops what is in flight (close with requests pending is allowed by the contract). A
+// receive UCX has already matched cannot be cancelled; it ends when its data lands or UCX
+// sees the sender fail, so it gets a bounded wait. One that outlives it would make
+// ucp_worker_destroy assert, so the ctx then leaves its worker to process exit.
 void drop_requests(CommBase* c) {
   const UcxApi& api = *c->ctx->api;
+  std::vector<void*> stuck;
   while (c->live != nullptr) {
     Request* r = c->live;
     for (int i = 0; i < r->n; ++i) {
-      if (r->ucp[i] == nullptr) continue;
-      if (!c->is_send && api.request_check_status(r->ucp[i]) == UCS_INPROGRESS)
-        api.request_cancel(c->ctx->worker, r->ucp[i]);
-      api.request_free(r->ucp[i]);
+      void* req = r->ucp[i];
+      if (req == nullptr) continue;
+      if (!c->is_send && api.request_check_status(req) == UCS_INPROGRESS)
+        api.request_cancel(c->ctx->worker, req);
+      if (!c->is_send && api.request_check_status(req) == UCS_INPROGRESS)
+        stuck.push_back(req);
+      else
+        api.request_free(req);
     }
     request_put(r);
+  }
+  Deadline dl = Deadline::after_ms(std::min<int64_t>(zcx::params::timeout_ms(), 2000));
+  while (!stuck.empty() && !dl.expired()) {
+    api.worker_progress(c->ctx->worker);
+    std::erase_if(stuck, [&](void* req) {
+      if (api.request_check_status(req) == UCS_INPROGRESS) return false;
+      api.request_free(req);
+      return true;
+    });
+  }
+  for (void* req : stuck) api.request_free(req);
+  if (!stuck.empty()) {
+    c->ctx->worker_unsafe = true;
+    ZCX_INFO(kLog, "ucx: %zu receives from %s still in flight at close; the UCX worker will "
+             "be left to process exit", stuck.size(), c->peer.text().c_str());
   }
   for (Request* r : c->spare) delete r;
   c->spare.clear();

@@ -149,6 +149,25 @@ int child_main(int read_fd, const std::function<int(Endpoint&)>& child, uint64_t
   return rc;
 }
 
+// Reversed roles: the child listens and receives, the parent connects and sends.
+int child_listen_main(int write_fd, const std::function<int(Endpoint&)>& child) {
+  Endpoint ep;
+  uint8_t handle[ZCX_HANDLE_BYTES] = {};
+  if (!open_provider(&ep, 1, kSecret)) return 91;
+  if (ep.ops->listen(ep.ctx, 0, handle, &ep.listen) != ZCX_SUCCESS) return 93;
+  if (write(write_fd, handle, sizeof(handle)) != static_cast<ssize_t>(sizeof(handle))) return 94;
+  close(write_fd);
+  if (!accept_within(&ep, 20000)) {
+    fprintf(stderr, "child: %s\n", ep.error.c_str());
+    return 92;
+  }
+  int rc = child(ep);
+  (void)ep.ops->close_recv(ep.comm);
+  ep.comm = nullptr;
+  close_provider(&ep);
+  return rc;
+}
+
 int wait_child(pid_t pid, int timeout_ms) {
   Deadline dl = Deadline::after_ms(timeout_ms);
   int status = 0;
@@ -188,6 +207,37 @@ ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
   result.error = ep.error;
   if (ep.comm != nullptr) (void)ep.ops->close_recv(ep.comm);
   ep.comm = nullptr;
+  close_provider(&ep);
+  result.parent_ok = ok;
+  result.child_status = wait_child(pid, timeout_ms);
+  return result;
+}
+
+ForkResult run_pair_reversed(const std::function<bool(Endpoint&, pid_t)>& parent,
+                             const std::function<int(Endpoint&)>& child, int timeout_ms) {
+  ForkResult result;
+  int fds[2];
+  if (pipe(fds) != 0) return result;
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    _exit(child_listen_main(fds[1], child));
+  }
+  close(fds[1]);
+  Endpoint ep;
+  uint8_t handle[ZCX_HANDLE_BYTES] = {};
+  size_t got = 0;
+  while (got < sizeof(handle)) {
+    ssize_t n = read(fds[0], handle + got, sizeof(handle) - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fds[0]);
+  bool ok = got == sizeof(handle) && open_provider(&ep, 0, kSecret) &&
+            connect_within(&ep, handle, 20000);
+  if (ok) ok = parent(ep, pid);
+  result.error = ep.error;
   close_provider(&ep);
   result.parent_ok = ok;
   result.child_status = wait_child(pid, timeout_ms);

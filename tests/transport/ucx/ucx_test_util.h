@@ -51,6 +51,11 @@ ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
                     const std::function<int(Endpoint&)>& child, uint64_t child_secret = kSecret,
                     int timeout_ms = 30000);
 
+// The same with the roles reversed: the child (rank 1) listens, accepts and runs `child`
+// (the receiver); the parent (rank 0) connects and runs `parent` (the sender).
+ForkResult run_pair_reversed(const std::function<bool(Endpoint&, pid_t)>& parent,
+                             const std::function<int(Endpoint&)>& child, int timeout_ms = 30000);
+
 // How long the child's connect took (set in the child before its function runs).
 extern int64_t child_connect_ms;
 
