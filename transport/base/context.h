@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zcx {
 
@@ -27,12 +28,22 @@ class Endpoint {
   virtual Status irecv(void* buf, size_t size, int tag, Request** req) = 0;
 };
 
+// What Context::create uses instead of the defaults (tests inject fake providers and host
+// identities through it).
+struct ContextOptions {
+  std::vector<const zcx_provider_ops_t*> providers;  // empty: providers_selected()
+  std::string host_identity;                         // empty: host name + kernel boot id
+};
+
 class Context {
  public:
   virtual ~Context() = default;
-  // Takes ownership of the bootstrap. Listens on every selected provider and allgathers the
-  // handles; connections are made on first use.
+  // Takes ownership of the bootstrap. Listens on every selected provider that has a device
+  // and allgathers the handles and host identities; connections are made on first use.
+  // Collective over all ranks. Not thread-safe: one thread drives a context at a time.
   static Status create(std::unique_ptr<Bootstrap> bs, std::unique_ptr<Context>* out);
+  static Status create(std::unique_ptr<Bootstrap> bs, const ContextOptions& options,
+                       std::unique_ptr<Context>* out);
 
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
@@ -42,10 +53,15 @@ class Context {
   virtual Status endpoint(int peer, Endpoint** ep, const std::string& provider = "") = 0;
   // done=true frees the request; *size gets the bytes moved.
   virtual Status test(Request* req, bool* done, size_t* size) = 0;
-  virtual Status wait(Request* req, size_t* size) = 0;  // bounded by ZCX_TIMEOUT
+  // Bounded by ZCX_TIMEOUT; on a timeout the request stays valid (test it again, or abort).
+  virtual Status wait(Request* req, size_t* size) = 0;
   // Drives all endpoints and pending accepts; collectives call it while they wait.
   virtual Status progress() = 0;
   virtual void abort() = 0;
+  // Registrations made through zcx_mem_register: the range is recorded and registered per
+  // connection through the cache on first use; deregistering drops those registrations.
+  virtual Status mem_register(void* buf, size_t size) = 0;
+  virtual Status mem_deregister(void* buf, size_t size) = 0;
 };
 
 }  // namespace zcx

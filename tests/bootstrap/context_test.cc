@@ -1,0 +1,210 @@
+// Context logic over the in-process fake provider: provider choice, lazy connect in both
+// directions, retry on "retry later", registration cache, errors. Ranks are threads.
+#include "base/context.h"
+#include "bootstrap/fake_provider.h"
+#include "bootstrap/test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+
+namespace zcx {
+namespace {
+
+using test::fake_local_provider;
+using test::fake_provider;
+using test::fake_stats;
+
+using OptionsFn = std::function<ContextOptions(int rank)>;
+using BodyFn = std::function<void(Context&, int rank)>;
+
+class ContextTest : public ::testing::Test {
+ protected:
+  config::ScopedOverride timeout_{"ZCX_TIMEOUT", "10"};
+
+  // Creates n contexts on threads (options per rank), then runs body on each.
+  void run(int n, const OptionsFn& options, const BodyFn& body) {
+    UniqueId id;
+    ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+    std::vector<std::unique_ptr<Context>> ctx(static_cast<size_t>(n));
+    std::atomic<int> failures{0};
+    test::run_threads(n, [&](int r) {
+      std::unique_ptr<Bootstrap> bs;
+      Status s = Bootstrap::init(id, r, n, &bs);
+      if (ok(s)) s = Context::create(std::move(bs), options(r), &ctx[static_cast<size_t>(r)]);
+      if (failed(s)) {
+        ADD_FAILURE() << "rank " << r << ": " << last_error();
+        ++failures;
+      }
+    });
+    ASSERT_EQ(failures.load(), 0);
+    test::run_threads(n, [&](int r) { body(*ctx[static_cast<size_t>(r)], r); });
+    ctx.clear();
+    EXPECT_EQ(fake_stats().open_comms.load(), 0) << "comms leaked";
+    EXPECT_EQ(fake_stats().open_ctxs.load(), 0) << "provider contexts leaked";
+    EXPECT_EQ(fake_stats().registrations.load(), fake_stats().deregistrations.load());
+  }
+};
+
+ContextOptions both_providers(int) {
+  return ContextOptions{{fake_local_provider(), fake_provider()}, "same-host"};
+}
+
+void send_ring(Context& c, int r, size_t bytes, int rounds) {
+  int n = c.nranks(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  Endpoint *to = nullptr, *from = nullptr;
+  ASSERT_EQ(c.endpoint(next, &to), Status::kSuccess) << last_error();
+  ASSERT_EQ(c.endpoint(prev, &from), Status::kSuccess) << last_error();
+  std::vector<uint8_t> out(bytes), in(bytes + 16);
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(r * 7 + i * 13 + round);
+    Request *sreq = nullptr, *rreq = nullptr;
+    ASSERT_EQ(from->irecv(in.data(), in.size(), 0, &rreq), Status::kSuccess) << last_error();
+    ASSERT_EQ(to->isend(out.data(), bytes, 0, &sreq), Status::kSuccess) << last_error();
+    size_t got = 0, sent = 0;
+    ASSERT_EQ(c.wait(sreq, &sent), Status::kSuccess) << last_error();
+    ASSERT_EQ(c.wait(rreq, &got), Status::kSuccess) << last_error();
+    EXPECT_EQ(sent, bytes);
+    ASSERT_EQ(got, bytes);
+    for (size_t i = 0; i < bytes; ++i)
+      ASSERT_EQ(in[i], static_cast<uint8_t>(prev * 7 + i * 13 + round)) << "byte " << i;
+  }
+  ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);  // peers finish before teardown
+}
+
+TEST_F(ContextTest, RingOverLocalProviderWithRegistration) {
+  for (int n : {1, 2, 4}) {
+    int regs_before = fake_stats().registrations.load();
+    run(n, both_providers, [](Context& c, int r) {
+      Endpoint* ep = nullptr;
+      ASSERT_EQ(c.endpoint((r + 1) % c.nranks(), &ep), Status::kSuccess);
+      EXPECT_STREQ(ep->provider()->name, "fakelocal");  // first in order, same host
+      send_ring(c, r, 1000, 5);
+    });
+    // Each rank registers its two buffers once per comm, not once per message.
+    EXPECT_EQ(fake_stats().registrations.load() - regs_before, 2 * n);
+  }
+  EXPECT_GT(fake_stats().send_retries.load(), 0);     // "retry later" was exercised
+  EXPECT_GT(fake_stats().connect_pending.load(), 0);  // the connect loop too
+}
+
+TEST_F(ContextTest, LocalOnlyProviderSkippedAcrossHosts) {
+  run(2,
+      [](int r) {
+        return ContextOptions{{fake_local_provider(), fake_provider()}, "host" + std::to_string(r)};
+      },
+      [](Context& c, int r) {
+        Endpoint* ep = nullptr;
+        ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess);
+        EXPECT_STREQ(ep->provider()->name, "fake");
+        EXPECT_EQ(c.endpoint(1 - r, &ep, "fakelocal"), Status::kNoDevice);
+        send_ring(c, r, 64, 3);
+      });
+}
+
+TEST_F(ContextTest, BothSidesPickTheLowerRanksOrder) {
+  run(2,
+      [](int r) {
+        return r == 0 ? ContextOptions{{fake_provider(), fake_local_provider()}, "h"}
+                      : ContextOptions{{fake_local_provider(), fake_provider()}, "h"};
+      },
+      [](Context& c, int r) {
+        Endpoint* ep = nullptr;
+        ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess);
+        EXPECT_STREQ(ep->provider()->name, "fake");
+        send_ring(c, r, 10, 2);
+      });
+}
+
+TEST_F(ContextTest, NoCommonProviderNamesThePeer) {
+  run(2,
+      [](int r) {
+        return r == 0 ? ContextOptions{{fake_provider(), test::fake_nodev_provider()}, "h"}
+                      : ContextOptions{{fake_local_provider()}, "h"};
+      },
+      [](Context& c, int r) {
+        Endpoint* ep = nullptr;
+        EXPECT_EQ(c.endpoint(1 - r, &ep), Status::kNoDevice);
+        EXPECT_NE(std::string(last_error()).find("rank " + std::to_string(1 - r)), std::string::npos)
+            << last_error();
+      });
+}
+
+TEST_F(ContextTest, ReceivePostedBeforeThePeerConnects) {
+  run(2, both_providers, [](Context& c, int r) {
+    Endpoint* ep = nullptr;
+    ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess);
+    if (r == 1) {
+      char buf[32] = {};
+      Request* req = nullptr;
+      ASSERT_EQ(ep->irecv(buf, sizeof buf, 0, &req), Status::kSuccess);  // rank 0 not connected yet
+      ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+      size_t got = 0;
+      ASSERT_EQ(c.wait(req, &got), Status::kSuccess) << last_error();
+      EXPECT_EQ(got, 6u);
+      EXPECT_STREQ(buf, "early");
+    } else {
+      ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+      Request* req = nullptr;
+      ASSERT_EQ(ep->isend("early", 6, 0, &req), Status::kSuccess);
+      ASSERT_EQ(c.wait(req, nullptr), Status::kSuccess);
+    }
+    ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+  });
+}
+
+TEST_F(ContextTest, InvalidArgumentsAndTruncation) {
+  run(2, both_providers, [](Context& c, int r) {
+    Endpoint* ep = nullptr;
+    EXPECT_EQ(c.endpoint(2, &ep), Status::kInvalidArg);
+    EXPECT_EQ(c.endpoint(-1, &ep), Status::kInvalidArg);
+    EXPECT_EQ(c.endpoint(0, nullptr), Status::kInvalidArg);
+    ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess);
+    Request* req = nullptr;
+    char buf[8] = {};
+    EXPECT_EQ(ep->isend(nullptr, 4, 0, &req), Status::kInvalidArg);
+    EXPECT_EQ(ep->isend(buf, 4, 0, nullptr), Status::kInvalidArg);
+    EXPECT_EQ(ep->isend(buf, SIZE_MAX, 0, &req), Status::kInvalidArg);
+    EXPECT_EQ(ep->irecv(buf + 4, SIZE_MAX - 2, 0, &req), Status::kInvalidArg);
+    bool done = false;
+    EXPECT_EQ(c.test(nullptr, &done, nullptr), Status::kInvalidArg);
+    EXPECT_EQ(c.test(reinterpret_cast<Request*>(buf), &done, nullptr), Status::kInvalidArg);
+    // A receive smaller than the message is an error, not an overflow.
+    if (r == 0) {
+      char big[8] = "1234567";
+      ASSERT_EQ(ep->isend(big, sizeof big, 0, &req), Status::kSuccess);
+      EXPECT_EQ(c.wait(req, nullptr), Status::kSuccess);
+      EXPECT_EQ(c.test(req, &done, nullptr), Status::kInvalidArg);  // already freed
+    } else {
+      char small[4] = {};
+      ASSERT_EQ(ep->irecv(small, sizeof small, 0, &req), Status::kSuccess);
+      EXPECT_EQ(c.wait(req, nullptr), Status::kInvalidUsage);
+    }
+    ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+  });
+}
+
+TEST_F(ContextTest, WaitIsBoundedAndAbortIsFinal) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "0.5");
+  run(2, both_providers, [](Context& c, int r) {
+    Endpoint* ep = nullptr;
+    ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess);
+    char buf[4];
+    Request* req = nullptr;
+    ASSERT_EQ(ep->irecv(buf, sizeof buf, 0, &req), Status::kSuccess);
+    int64_t t0 = now_ms();
+    EXPECT_EQ(c.wait(req, nullptr), Status::kTimeout);  // nobody sends
+    EXPECT_LT(now_ms() - t0, 2500);
+    EXPECT_NE(std::string(last_error()).find("rank " + std::to_string(1 - r)), std::string::npos);
+    c.abort();
+    c.abort();
+    EXPECT_EQ(c.endpoint(1 - r, &ep), Status::kAborted);
+    EXPECT_EQ(c.progress(), Status::kAborted);
+    bool done;
+    EXPECT_EQ(c.test(req, &done, nullptr), Status::kAborted);
+  });
+}
+
+}  // namespace
+}  // namespace zcx

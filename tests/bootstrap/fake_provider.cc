@@ -1,0 +1,262 @@
+#include "bootstrap/fake_provider.h"
+
+#include "base/handle.h"
+#include "common/status.h"
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace zcx::test {
+namespace {
+
+struct Message {
+  std::vector<uint8_t> data;
+};
+
+struct Channel {
+  std::mutex mu;
+  std::deque<Message> queue;
+};
+
+struct Ctx {
+  const zcx_provider_ops_t* ops;
+  zcx_provider_init_t self;
+  int connect_calls = 0;
+};
+
+struct Recv {
+  std::shared_ptr<Channel> ch;
+  zcx_peer_info_t peer;
+};
+
+struct Listen {
+  uint64_t id;
+  std::deque<Recv*> pending;
+};
+
+struct Send {
+  const zcx_provider_ops_t* ops;
+  std::shared_ptr<Channel> ch;
+  int isend_calls = 0;
+};
+
+struct Mr {
+  void* data;
+  size_t size;
+};
+
+struct Req {
+  bool is_send;
+  Recv* recv = nullptr;
+  void* buf = nullptr;
+  size_t cap = 0;
+  size_t sent = 0;
+};
+
+std::mutex g_mu;
+std::map<uint64_t, Listen*> g_listens;
+uint64_t g_next_listen = 1;
+
+
+zcx_status_t fk_init(const zcx_provider_init_t* self, void** ctx) {
+  fake_stats().open_ctxs++;
+  *ctx = new Ctx{nullptr, *self};
+  return ZCX_SUCCESS;
+}
+zcx_status_t fk_finalize(void* ctx) {
+  fake_stats().open_ctxs--;
+  delete static_cast<Ctx*>(ctx);
+  return ZCX_SUCCESS;
+}
+zcx_status_t fk_devices(void*, int* n) {
+  *n = 1;
+  return ZCX_SUCCESS;
+}
+zcx_status_t fk_nodevices(void*, int* n) {
+  *n = 0;
+  return ZCX_SUCCESS;
+}
+zcx_status_t fk_props(void*, int, zcx_device_props_t* p) {
+  memset(p, 0, sizeof *p);
+  strcpy(p->name, "fake0");
+  return ZCX_SUCCESS;
+}
+
+template <uint8_t kId>
+zcx_status_t fk_listen(void*, int, void* handle, void** listen_comm) {
+  auto* l = new Listen;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    l->id = g_next_listen++;
+    g_listens[l->id] = l;
+  }
+  fake_stats().open_comms++;
+  if (failed(handle_encode(kId, &l->id, sizeof l->id, handle))) return ZCX_ERR_INTERNAL;
+  *listen_comm = l;
+  return ZCX_SUCCESS;
+}
+
+template <uint8_t kId>
+zcx_status_t fk_connect(void* vctx, int, const void* handle, void** send_comm) {
+  auto* ctx = static_cast<Ctx*>(vctx);
+  *send_comm = nullptr;
+  uint64_t id = 0;
+  size_t len = 0;
+  if (failed(handle_decode(handle, kId, &id, sizeof id, &len)) || len != sizeof id)
+    return ZCX_ERR_INVALID_ARG;
+  if (++ctx->connect_calls % 3 != 0) {  // "not yet" twice, then connected
+    fake_stats().connect_pending++;
+    return ZCX_SUCCESS;
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_listens.find(id);
+  if (it == g_listens.end()) return ZCX_ERR_REMOTE;
+  auto ch = std::make_shared<Channel>();
+  auto* r = new Recv{ch, {ctx->self.rank, 0, {}}};
+  memcpy(r->peer.host, ctx->self.host, sizeof r->peer.host);
+  r->peer.host[sizeof r->peer.host - 1] = 0;
+  it->second->pending.push_back(r);
+  *send_comm = new Send{nullptr, ch};
+  fake_stats().open_comms += 2;
+  return ZCX_SUCCESS;
+}
+
+zcx_status_t fk_accept(void* listen_comm, void** recv_comm) {
+  auto* l = static_cast<Listen*>(listen_comm);
+  std::lock_guard<std::mutex> lock(g_mu);
+  *recv_comm = nullptr;
+  if (l->pending.empty()) return ZCX_SUCCESS;
+  *recv_comm = l->pending.front();
+  l->pending.pop_front();
+  return ZCX_SUCCESS;
+}
+
+zcx_status_t fk_peer_info(void* comm, zcx_peer_info_t* info) {
+  *info = static_cast<Recv*>(comm)->peer;
+  return ZCX_SUCCESS;
+}
+
+zcx_status_t fk_reg(void*, void* data, size_t size, int kind, void** mh) {
+  if (kind != ZCX_MEM_HOST || data == nullptr) return ZCX_ERR_INVALID_ARG;
+  fake_stats().registrations++;
+  *mh = new Mr{data, size};
+  return ZCX_SUCCESS;
+}
+zcx_status_t fk_dereg(void*, void* mh) {
+  fake_stats().deregistrations++;
+  delete static_cast<Mr*>(mh);
+  return ZCX_SUCCESS;
+}
+
+bool covers(void* mh, const void* data, size_t size) {
+  auto* mr = static_cast<Mr*>(mh);
+  auto lo = reinterpret_cast<uintptr_t>(mr->data), p = reinterpret_cast<uintptr_t>(data);
+  return p >= lo && p - lo + size <= mr->size;
+}
+
+template <bool kReg>
+zcx_status_t fk_isend(void* send_comm, void* data, size_t size, int, void* mh, void** request) {
+  auto* s = static_cast<Send*>(send_comm);
+  *request = nullptr;
+  if (kReg && size > 0 && (mh == nullptr || !covers(mh, data, size))) return ZCX_ERR_INVALID_ARG;
+  if (++s->isend_calls % 2 == 1) {  // every other call: "retry later"
+    fake_stats().send_retries++;
+    return ZCX_SUCCESS;
+  }
+  std::lock_guard<std::mutex> lock(s->ch->mu);
+  auto* p = static_cast<uint8_t*>(data);
+  s->ch->queue.push_back(Message{std::vector<uint8_t>(p, p + size)});
+  *request = new Req{true, nullptr, nullptr, 0, size};
+  return ZCX_SUCCESS;
+}
+
+template <bool kReg>
+zcx_status_t fk_irecv(void* recv_comm, int n, void** data, size_t* sizes, int*, void** mhs,
+                      void** request) {
+  if (n != 1) return ZCX_ERR_UNSUPPORTED;
+  if (kReg && sizes[0] > 0 && (mhs == nullptr || mhs[0] == nullptr || !covers(mhs[0], data[0], sizes[0])))
+    return ZCX_ERR_INVALID_ARG;
+  *request = new Req{false, static_cast<Recv*>(recv_comm), data[0], sizes[0], 0};
+  return ZCX_SUCCESS;
+}
+
+zcx_status_t fk_test(void* request, int* done, size_t* sizes) {
+  auto* r = static_cast<Req*>(request);
+  *done = 0;
+  if (r->is_send) {
+    sizes[0] = r->sent;
+    *done = 1;
+    delete r;
+    return ZCX_SUCCESS;
+  }
+  std::lock_guard<std::mutex> lock(r->recv->ch->mu);
+  if (r->recv->ch->queue.empty()) return ZCX_SUCCESS;
+  Message m = std::move(r->recv->ch->queue.front());
+  r->recv->ch->queue.pop_front();
+  if (m.data.size() > r->cap) {
+    (void)set_error_quiet(Status::kInvalidUsage, "message of %zu bytes into a %zu-byte receive",
+                          m.data.size(), r->cap);
+    delete r;
+    return ZCX_ERR_INVALID_USAGE;
+  }
+  if (!m.data.empty()) memcpy(r->buf, m.data.data(), m.data.size());
+  sizes[0] = m.data.size();
+  *done = 1;
+  delete r;
+  return ZCX_SUCCESS;
+}
+
+zcx_status_t fk_close_send(void* c) {
+  fake_stats().open_comms--;
+  delete static_cast<Send*>(c);
+  return ZCX_SUCCESS;
+}
+zcx_status_t fk_close_recv(void* c) {
+  fake_stats().open_comms--;
+  delete static_cast<Recv*>(c);
+  return ZCX_SUCCESS;
+}
+zcx_status_t fk_close_listen(void* c) {
+  auto* l = static_cast<Listen*>(c);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_listens.erase(l->id);
+  for (Recv* r : l->pending) {
+    fake_stats().open_comms--;
+    delete r;
+  }
+  fake_stats().open_comms--;
+  delete l;
+  return ZCX_SUCCESS;
+}
+
+template <uint8_t kId, uint32_t kFlags, bool kHasDevice>
+const zcx_provider_ops_t* make_ops(const char* name) {
+  constexpr bool kReg = kFlags & ZCX_PROVIDER_NEEDS_REG;
+  static const zcx_provider_ops_t ops = {
+      sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, name, kId, kFlags,
+      fk_init, fk_finalize, kHasDevice ? fk_devices : fk_nodevices, fk_props,
+      fk_listen<kId>, fk_connect<kId>, fk_accept, fk_peer_info,
+      fk_reg, nullptr, fk_dereg,
+      fk_isend<kReg>, fk_irecv<kReg>, nullptr, fk_test,
+      fk_close_send, fk_close_recv, fk_close_listen};
+  return &ops;
+}
+
+}  // namespace
+
+FakeStats& fake_stats() {
+  static FakeStats s;
+  return s;
+}
+
+const zcx_provider_ops_t* fake_provider() { return make_ops<200, 0, true>("fake"); }
+const zcx_provider_ops_t* fake_local_provider() {
+  return make_ops<201, ZCX_PROVIDER_LOCAL_ONLY | ZCX_PROVIDER_NEEDS_REG, true>("fakelocal");
+}
+const zcx_provider_ops_t* fake_nodev_provider() { return make_ops<202, 0, false>("nodev"); }
+
+}  // namespace zcx::test

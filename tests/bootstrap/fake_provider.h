@@ -1,0 +1,27 @@
+// An in-process fake provider for context and API tests: connections are queues shared by
+// threads of one process. Variants: "fake" (plain), "fakelocal" (LOCAL_ONLY + NEEDS_REG),
+// "nodev" (no device). It exercises the context's logic: connect returning NULL for a while,
+// isend answering "retry later" (NULL request), registration, peer_info, truncation.
+#pragma once
+
+#include "base/provider.h"
+
+#include <atomic>
+
+namespace zcx::test {
+
+const zcx_provider_ops_t* fake_provider();        // id 200
+const zcx_provider_ops_t* fake_local_provider();  // id 201: LOCAL_ONLY | NEEDS_REG
+const zcx_provider_ops_t* fake_nodev_provider();  // id 202: 0 devices
+
+struct FakeStats {
+  std::atomic<int> registrations{0};
+  std::atomic<int> deregistrations{0};
+  std::atomic<int> send_retries{0};      // isend calls answered with a NULL request
+  std::atomic<int> connect_pending{0};   // connect calls answered with a NULL comm
+  std::atomic<int> open_comms{0};        // send + recv + listen comms not yet closed
+  std::atomic<int> open_ctxs{0};
+};
+FakeStats& fake_stats();
+
+}  // namespace zcx::test

@@ -1,0 +1,49 @@
+// zcx-info: runs the tool and checks what it reports.
+#include "tool_runner.h"
+
+#include "base/registry.h"
+
+#include <gtest/gtest.h>
+#include <zcx/config.h>
+
+namespace zcx::test {
+namespace {
+
+const std::string kInfo = ZCX_INFO_PATH;
+
+TEST(ZcxInfo, PrintsVersionFeaturesAndProviders) {
+  ToolResult r = run_tool(kInfo);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(std::string("zcx ") + ZCX_VERSION_STRING + "\n"), std::string::npos);
+  EXPECT_NE(r.out.find(std::string("verbs=") + (ZCX_HAVE_VERBS ? "yes" : "no")), std::string::npos);
+  EXPECT_NE(r.out.find("providers built:"), std::string::npos) << r.out;
+  // Every provider this build has appears with a section of its own.
+  for (const zcx_provider_ops_t* ops : providers_built())
+    EXPECT_NE(r.out.find(std::string("\nprovider ") + ops->name + " "), std::string::npos)
+        << ops->name << " missing from:\n" << r.out;
+}
+
+TEST(ZcxInfo, ConfigListsEveryVariableWithValue) {
+  ToolResult r = run_tool("ZCX_TIMEOUT=17.5 ZCX_SECRET=00112233445566ff " + kInfo + " -c");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ZCX_TIMEOUT\n    type double, default \"300\", set to \"17.5\""),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ZCX_DEBUG\n"), std::string::npos);
+  EXPECT_NE(r.out.find("ZCX_PROVIDERS\n"), std::string::npos);
+  EXPECT_EQ(r.out.find("00112233445566ff"), std::string::npos) << "the job secret is printed";
+}
+
+TEST(ZcxInfo, ConfigWarnsAboutUnknownVariables) {
+  ToolResult r = run_tool("ZCX_NO_SUCH_THING=1 " + kInfo + " -c");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("ZCX_NO_SUCH_THING"), std::string::npos) << r.err;
+}
+
+TEST(ZcxInfo, RejectsUnknownArguments) {
+  ToolResult r = run_tool(kInfo + " --bogus");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("usage: zcx-info"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zcx::test

@@ -1,0 +1,101 @@
+// zcx-info: build features and providers with their devices.
+#include "info.h"
+
+#include "base/provider.h"
+#include "base/registry.h"
+#include "common/socket.h"
+
+#include <zcx/config.h>
+#include <zcx/zcx.h>
+
+#include <cstdio>
+#include <string>
+
+namespace zcx::info {
+namespace {
+
+std::string mem_kinds(uint32_t kinds) {
+  std::string out;
+  if (kinds & ZCX_MEM_HOST) out += "host ";
+  if (kinds & ZCX_MEM_CUDA) out += "cuda ";
+  if (kinds & ZCX_MEM_DMABUF) out += "dmabuf ";
+  if (out.empty()) return "none";
+  out.pop_back();
+  return out;
+}
+
+std::string flags_text(uint32_t flags) {
+  std::string out;
+  if (flags & ZCX_PROVIDER_LOCAL_ONLY) out += "local-only ";
+  if (flags & ZCX_PROVIDER_NEEDS_REG) out += "needs-registration ";
+  if (out.empty()) return "none";
+  out.pop_back();
+  return out;
+}
+
+void print_features() {
+  std::printf("zcx %s\n", zcx_version_string());
+  std::printf("build features: verbs=%s ucx=%s cuda=%s mpi=%s\n", ZCX_HAVE_VERBS ? "yes" : "no",
+              ZCX_HAVE_UCX ? "yes" : "no", ZCX_HAVE_CUDA ? "yes" : "no",
+              ZCX_HAVE_MPI ? "yes" : "no");
+}
+
+void print_device(const zcx_provider_ops_t* ops, void* ctx, int dev) {
+  zcx_device_props_t p{};
+  zcx_status_t s = ops->get_properties(ctx, dev, &p);
+  if (s != ZCX_SUCCESS) {
+    std::printf("  device %d: properties unavailable: %s (%s)\n", dev, zcx_status_string(s),
+                zcx_get_last_error());
+    return;
+  }
+  std::printf("  device %d: %s\n", dev, p.name);
+  std::printf("    pci path       %s\n", p.pci_path[0] ? p.pci_path : "-");
+  std::printf("    guid           0x%016llx  port %d\n", static_cast<unsigned long long>(p.guid),
+              p.port);
+  std::printf("    speed          %d Mb/s  latency %.2f us\n", p.speed_mbps, p.latency_us);
+  std::printf("    memory kinds   %s\n", mem_kinds(p.mem_kinds).c_str());
+  std::printf("    max requests   %d  max grouped recvs %d  max comms %d\n", p.max_requests,
+              p.max_recvs, p.max_comms);
+  std::printf("    inline bytes   %zu  max message %zu\n", p.inline_bytes, p.max_message);
+  std::printf("    global reg     %s  needs flush %s\n", p.reg_is_global ? "yes" : "no",
+              p.needs_flush ? "yes" : "no");
+}
+
+void print_provider(const zcx_provider_ops_t* ops) {
+  std::printf("\nprovider %s (wire id %u, flags %s)\n", ops->name, ops->id,
+              flags_text(ops->flags).c_str());
+  zcx_provider_init_t self{};
+  self.size = sizeof self;
+  self.rank = 0;
+  self.nranks = 1;
+  std::snprintf(self.host, sizeof self.host, "%s", local_host_name().c_str());
+  void* ctx = nullptr;
+  zcx_status_t s = ops->init(&self, &ctx);
+  if (s != ZCX_SUCCESS) {
+    std::printf("  not usable here: %s (%s)\n", zcx_status_string(s), zcx_get_last_error());
+    return;
+  }
+  int ndev = 0;
+  s = ops->devices(ctx, &ndev);
+  if (s != ZCX_SUCCESS)
+    std::printf("  device discovery failed: %s (%s)\n", zcx_status_string(s), zcx_get_last_error());
+  else if (ndev == 0)
+    std::printf("  no device\n");
+  for (int dev = 0; s == ZCX_SUCCESS && dev < ndev; ++dev) print_device(ops, ctx, dev);
+  if (ops->finalize(ctx) != ZCX_SUCCESS)
+    std::printf("  finalize failed: %s\n", zcx_get_last_error());
+}
+
+}  // namespace
+
+int print_build_and_providers() {
+  print_features();
+  std::vector<const zcx_provider_ops_t*> providers = providers_built();
+  std::printf("providers built:");
+  for (const zcx_provider_ops_t* ops : providers) std::printf(" %s", ops->name);
+  std::printf("%s\n", providers.empty() ? " none" : "");
+  for (const zcx_provider_ops_t* ops : providers) print_provider(ops);
+  return 0;
+}
+
+}  // namespace zcx::info

@@ -1,0 +1,256 @@
+// Context set-up: providers, the handle exchange, provider choice per peer, endpoints.
+// Design notes are in base/context_impl.h.
+#include "base/context_impl.h"
+
+#include "base/registry.h"
+#include "common/check.h"
+#include "common/config_vars.h"
+#include "common/wire.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+namespace zcx {
+namespace {
+
+// Allgathered per rank: host id u64, count u32, then kMaxContextProviders x (id u8, handle).
+constexpr size_t kRecordBytes = 8 + 4 + kMaxContextProviders * (1 + ZCX_HANDLE_BYTES);
+
+uint64_t hash64(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+std::string local_host_identity() {
+  std::string boot_id;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot_id);
+  return local_host_name() + "/" + boot_id;
+}
+
+Status Context::create(std::unique_ptr<Bootstrap> bs, std::unique_ptr<Context>* out) {
+  return create(std::move(bs), ContextOptions{}, out);
+}
+
+Status Context::create(std::unique_ptr<Bootstrap> bs, const ContextOptions& options,
+                       std::unique_ptr<Context>* out) {
+  ZCX_CHECK_ARG(bs != nullptr && out != nullptr, kLogInit, "context create: NULL argument");
+  auto ctx = std::make_unique<ContextImpl>(std::move(bs));
+  ZCX_TRY(ctx->setup(options));
+  *out = std::move(ctx);
+  return Status::kSuccess;
+}
+
+Status ContextImpl::setup(const ContextOptions& options) {
+  ZCX_TRY(open_providers(options));
+  std::string identity = options.host_identity.empty() ? local_host_identity()
+                                                       : options.host_identity;
+  return exchange_records(identity);
+}
+
+// Opens every provider that has a device; one that fails to initialise is skipped (INFO),
+// so a job still runs over the others.
+Status ContextImpl::open_providers(const ContextOptions& options) {
+  std::vector<const zcx_provider_ops_t*> list =
+      options.providers.empty() ? providers_selected() : options.providers;
+  zcx_provider_init_t self{};
+  self.size = sizeof self;
+  self.rank = rank();
+  self.nranks = nranks();
+  self.secret = bs_->secret();
+  snprintf(self.host, sizeof self.host, "%s", bs_->host(rank()).c_str());
+  for (const zcx_provider_ops_t* ops : list) {
+    if (providers_.size() == kMaxContextProviders) break;
+    ProviderSlot p;
+    p.ops = ops;
+    int ndev = 0;
+    zcx_status_t rc = ops->init(&self, &p.ctx);
+    if (rc == ZCX_SUCCESS) rc = ops->devices(p.ctx, &ndev);
+    if (rc == ZCX_SUCCESS && ndev > 0) rc = ops->listen(p.ctx, 0, p.handle, &p.listen_comm);
+    if (rc != ZCX_SUCCESS || ndev <= 0 || p.listen_comm == nullptr) {
+      ZCX_INFO(kLogInit, "rank %d: provider %s not used (%s)", rank(), ops->name,
+               rc != ZCX_SUCCESS ? last_error() : "no device");
+      if (p.ctx) (void)ops->finalize(p.ctx);
+      continue;
+    }
+    p.accepted.assign(static_cast<size_t>(nranks()), nullptr);
+    providers_.push_back(std::move(p));
+  }
+  return Status::kSuccess;
+}
+
+Status ContextImpl::exchange_records(const std::string& host_identity) {
+  std::vector<uint8_t> all(kRecordBytes * static_cast<size_t>(nranks()));
+  wire::Writer w(all.data() + kRecordBytes * static_cast<size_t>(rank()), kRecordBytes);
+  w.u64(hash64(host_identity));
+  w.u32(static_cast<uint32_t>(providers_.size()));
+  for (const ProviderSlot& p : providers_) {
+    w.u8(p.ops->id);
+    w.bytes(p.handle, ZCX_HANDLE_BYTES);
+  }
+  Status s = bs_->allgather(all.data(), kRecordBytes);
+  if (failed(s))
+    return set_error(s, kLogInit, "rank %d: exchanging provider handles failed: %s", rank(),
+                     last_error());
+  ranks_.resize(static_cast<size_t>(nranks()));
+  for (int r = 0; r < nranks(); ++r) {
+    wire::Reader rd(all.data() + kRecordBytes * static_cast<size_t>(r), kRecordBytes);
+    RemoteRank& rr = ranks_[static_cast<size_t>(r)];
+    rr.host_id = rd.u64();
+    uint32_t count = rd.u32();
+    if (count > kMaxContextProviders)
+      return set_error(Status::kProtocol, kLogInit, "%s sent %u providers (max %zu)",
+                       who(r).c_str(), count, kMaxContextProviders);
+    for (uint32_t i = 0; i < count; ++i) {
+      uint8_t id = rd.u8();
+      std::vector<uint8_t> handle(ZCX_HANDLE_BYTES);
+      rd.bytes(handle.data(), handle.size());
+      rr.providers.emplace_back(id, std::move(handle));
+    }
+  }
+  ZCX_INFO(kLogInit, "rank %d: context up with providers [%s]", rank(), provider_list(rank()).c_str());
+  return Status::kSuccess;
+}
+
+std::string ContextImpl::provider_list(int r) const {
+  std::string out;
+  for (const auto& [id, handle] : ranks_[static_cast<size_t>(r)].providers) {
+    std::string name = "id" + std::to_string(id);
+    for (const ProviderSlot& p : providers_)
+      if (p.ops->id == id) name = p.ops->name;
+    out += (out.empty() ? "" : ",") + name;
+  }
+  return out;
+}
+
+// The first provider in the lower rank's order that both ranks have (LOCAL_ONLY ones only
+// on the same host), restricted to `name` when given.
+Status ContextImpl::choose_provider(int peer, const std::string& name, size_t* slot) const {
+  const RemoteRank& me = ranks_[static_cast<size_t>(rank())];
+  const RemoteRank& them = ranks_[static_cast<size_t>(peer)];
+  const RemoteRank& order = rank() <= peer ? me : them;
+  const RemoteRank& other = rank() <= peer ? them : me;
+  bool same_host = me.host_id == them.host_id;
+  for (const auto& [id, handle] : order.providers) {
+    bool both = false;
+    for (const auto& o : other.providers) both |= o.first == id;
+    for (size_t i = 0; both && i < providers_.size(); ++i) {
+      const zcx_provider_ops_t* ops = providers_[i].ops;
+      if (ops->id != id || (!name.empty() && name != ops->name)) continue;
+      if ((ops->flags & ZCX_PROVIDER_LOCAL_ONLY) && !same_host) continue;
+      *slot = i;
+      return Status::kSuccess;
+    }
+  }
+  return set_error(Status::kNoDevice, kLogInit,
+                   "rank %d: no provider%s%s reaches %s (this rank has [%s], the peer [%s]%s); "
+                   "check ZCX_PROVIDERS and that the providers have devices on both hosts",
+                   rank(), name.empty() ? "" : " named ", name.c_str(), who(peer).c_str(),
+                   provider_list(rank()).c_str(), provider_list(peer).c_str(),
+                   same_host ? "" : "; shm/cuda_ipc only reach the same host");
+}
+
+Status ContextImpl::endpoint(int peer, Endpoint** ep, const std::string& provider) {
+  ZCX_CHECK_ARG(ep != nullptr, kLogInit, "endpoint: output is NULL");
+  ZCX_CHECK_ARG(peer >= 0 && peer < nranks(), kLogInit, "endpoint: peer %d out of range [0,%d)",
+                peer, nranks());
+  ZCX_TRY(check_usable());
+  size_t slot = 0;
+  ZCX_TRY(choose_provider(peer, provider, &slot));
+  auto key = std::make_pair(peer, slot);
+  auto it = endpoints_.find(key);
+  if (it == endpoints_.end()) {
+    void* send_comm = nullptr;
+    ZCX_TRY(connect_send(peer, slot, &send_comm));
+    it = endpoints_.emplace(key, std::make_unique<EndpointImpl>(this, peer, slot, send_comm)).first;
+  }
+  *ep = it->second.get();
+  return Status::kSuccess;
+}
+
+// connect() never blocks; loop on it (accepting incoming connections meanwhile so two
+// ranks connecting to each other both make progress) until ZCX_TIMEOUT.
+Status ContextImpl::connect_send(int peer, size_t slot, void** send_comm) {
+  ProviderSlot& p = providers_[slot];
+  const std::vector<uint8_t>* handle = nullptr;
+  for (const auto& [id, h] : ranks_[static_cast<size_t>(peer)].providers)
+    if (id == p.ops->id) handle = &h;
+  Deadline dl = Deadline::after_ms(params::timeout_ms());
+  for (int spins = 0;; ++spins) {
+    zcx_status_t rc = p.ops->connect(p.ctx, 0, handle->data(), send_comm);
+    if (rc != ZCX_SUCCESS)
+      return set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s connect to %s failed: %s",
+                       rank(), p.ops->name, who(peer).c_str(), last_error());
+    if (*send_comm != nullptr) return Status::kSuccess;
+    ZCX_TRY(progress());
+    if (dl.expired())
+      return set_error(Status::kTimeout, kLogNet,
+                       "rank %d: %s connection to %s not established within ZCX_TIMEOUT (is it "
+                       "alive? is its address reachable from %s?)",
+                       rank(), p.ops->name, who(peer).c_str(), bs_->host(rank()).c_str());
+    if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+Status ContextImpl::progress() {
+  ZCX_TRY(check_usable());
+  for (ProviderSlot& p : providers_) ZCX_TRY(accept_pending(p));
+  return Status::kSuccess;
+}
+
+Status ContextImpl::accept_pending(ProviderSlot& p) {
+  for (int i = 0; i < 16; ++i) {
+    void* comm = nullptr;
+    zcx_status_t rc = p.ops->accept(p.listen_comm, &comm);
+    if (rc != ZCX_SUCCESS)
+      return set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s accept failed: %s", rank(),
+                       p.ops->name, last_error());
+    if (comm == nullptr) return Status::kSuccess;
+    zcx_peer_info_t info{};
+    rc = p.ops->peer_info ? p.ops->peer_info(comm, &info) : ZCX_ERR_UNSUPPORTED;
+    if (rc != ZCX_SUCCESS || info.rank < 0 || info.rank >= nranks() ||
+        p.accepted[static_cast<size_t>(info.rank)] != nullptr) {
+      ZCX_WARN(kLogNet, "rank %d: dropping a %s connection claiming rank %d (%s)", rank(),
+               p.ops->name, info.rank,
+               rc != ZCX_SUCCESS ? "no peer info" : "out of range or already connected");
+      (void)p.ops->close_recv(comm);
+      continue;
+    }
+    p.accepted[static_cast<size_t>(info.rank)] = comm;
+    ZCX_TRACE(kLogNet, "rank %d: accepted %s connection from %s", rank(), p.ops->name,
+              who(info.rank).c_str());
+  }
+  return Status::kSuccess;
+}
+
+Status ContextImpl::check_usable() const {
+  if (aborted_) return set_error_quiet(Status::kAborted, "the context was aborted");
+  return Status::kSuccess;
+}
+
+void ContextImpl::abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  bs_->abort();
+}
+
+ContextImpl::~ContextImpl() {
+  for (Request* r : live_requests_) delete r;  // close drops what the providers hold
+  live_requests_.clear();
+  release_registrations(nullptr, 0);
+  for (auto& [key, ep] : endpoints_) (void)providers_[key.second].ops->close_send(ep->send_comm_);
+  for (ProviderSlot& p : providers_) {
+    for (void* comm : p.accepted)
+      if (comm) (void)p.ops->close_recv(comm);
+    if (p.listen_comm) (void)p.ops->close_listen(p.listen_comm);
+    (void)p.ops->finalize(p.ctx);
+  }
+}
+
+}  // namespace zcx

@@ -1,0 +1,121 @@
+// The Context implementation (not a public header; base/context.h is the interface).
+//
+// create(): each selected provider with >= 1 device is initialised and listens on device 0;
+// every rank allgathers one PeerRecord (host identity + its providers' handles in its
+// ZCX_PROVIDERS order). For a pair of ranks the provider is the first one in the LOWER rank's
+// order that both have (so both sides pick the same one even if their ZCX_PROVIDERS differ);
+// LOCAL_ONLY providers count only for peers with the same host identity.
+// endpoint(): connects a send comm (a non-blocking connect loop bounded by ZCX_TIMEOUT,
+// accepting incoming connections meanwhile). The receive direction is the peer's own send
+// comm, accepted in progress() and matched to its rank by peer_info(); receives posted
+// before it arrives wait in the request until it does.
+#pragma once
+
+#include "base/context.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace zcx {
+
+inline constexpr size_t kMaxContextProviders = 8;
+
+struct ProviderSlot {
+  const zcx_provider_ops_t* ops = nullptr;
+  void* ctx = nullptr;
+  void* listen_comm = nullptr;
+  uint8_t handle[ZCX_HANDLE_BYTES] = {};
+  std::vector<void*> accepted;   // per peer rank: its send comm's receiving side
+};
+
+struct RemoteRank {
+  uint64_t host_id = 0;
+  std::vector<std::pair<uint8_t, std::vector<uint8_t>>> providers;  // (id, handle) in its order
+};
+
+class ContextImpl;
+class EndpointImpl;
+
+// A posted (or, after a provider's "retry later", not yet posted) send or receive.
+class Request {
+ public:
+  EndpointImpl* ep = nullptr;
+  bool is_send = false;
+  void* buf = nullptr;
+  size_t size = 0;
+  int tag = 0;
+  void* preq = nullptr;  // the provider's request once posted
+};
+
+class EndpointImpl final : public Endpoint {
+ public:
+  EndpointImpl(ContextImpl* ctx, int peer, size_t slot, void* send_comm)
+      : ctx_(ctx), peer_(peer), slot_(slot), send_comm_(send_comm) {}
+  int peer() const override { return peer_; }
+  const zcx_provider_ops_t* provider() const override;
+  Status isend(const void* buf, size_t size, int tag, Request** req) override;
+  Status irecv(void* buf, size_t size, int tag, Request** req) override;
+
+  ContextImpl* ctx_;
+  const int peer_;
+  const size_t slot_;   // index into the context's providers
+  void* send_comm_;
+};
+
+class ContextImpl final : public Context {
+ public:
+  explicit ContextImpl(std::unique_ptr<Bootstrap> bs) : bs_(std::move(bs)) {}
+  ~ContextImpl() override;
+  Status setup(const ContextOptions& options);
+
+  int rank() const override { return bs_->rank(); }
+  int nranks() const override { return bs_->nranks(); }
+  Bootstrap& bootstrap() override { return *bs_; }
+  Status endpoint(int peer, Endpoint** ep, const std::string& provider) override;
+  Status test(Request* req, bool* done, size_t* size) override;
+  Status wait(Request* req, size_t* size) override;
+  Status progress() override;
+  void abort() override;
+  Status mem_register(void* buf, size_t size) override;
+  Status mem_deregister(void* buf, size_t size) override;
+
+  // Used by EndpointImpl / requests (context_request.cc).
+  Status post(Request* req);
+  Status mhandle_for(size_t slot, void* comm, void* buf, size_t size, void** mh);
+  // Drops cached registrations inside [buf, buf+size) (everything when buf is null).
+  void release_registrations(const void* buf, size_t size);
+  ProviderSlot& slot(size_t i) { return providers_[i]; }
+  std::string who(int rank) const { return describe_peer(*bs_, rank); }
+  Status check_usable() const;
+  Request* new_request(EndpointImpl* ep, bool is_send, void* buf, size_t size, int tag);
+  void free_request(Request* req);
+
+ private:
+  Status open_providers(const ContextOptions& options);
+  Status exchange_records(const std::string& host_identity);
+  Status choose_provider(int peer, const std::string& name, size_t* slot) const;
+  Status connect_send(int peer, size_t slot, void** send_comm);
+  Status accept_pending(ProviderSlot& p);
+  std::string provider_list(int rank) const;
+
+  std::unique_ptr<Bootstrap> bs_;
+  std::vector<ProviderSlot> providers_;
+  std::vector<RemoteRank> ranks_;
+  std::map<std::pair<int, size_t>, std::unique_ptr<EndpointImpl>> endpoints_;  // (peer, slot)
+  // (provider slot, comm, ptr, size) -> mhandle
+  std::map<std::tuple<size_t, void*, void*, size_t>, void*> reg_cache_;
+  std::set<std::pair<uintptr_t, size_t>> user_regs_;
+  std::set<Request*> live_requests_;
+  bool aborted_ = false;
+};
+
+// Host identity: the host name plus the kernel boot id (two containers with the same host
+// name on different machines differ; two processes on one boot agree).
+std::string local_host_identity();
+
+}  // namespace zcx
