@@ -93,6 +93,7 @@ struct Ctx {
   int spin = 1;                     // worker progress calls per test()
   bool worker_unsafe = false;       // UCX still holds requests: never destroy the worker
   bool peer_mode_unreachable = false;  // UCX_TLS lacks peer-failure support (ucx_handshake_ep.cc)
+  std::vector<struct Request*> groups;  // grouped receives with messages still unclaimed
   std::set<struct Mr*> mrs;         // live registrations, unmapped at finalize if left
 };
 
