@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -34,9 +35,12 @@ zcx_peer_info_t self_info(const Ctx* ctx) {
   return who;
 }
 
-// Handle payload: family u8, reserved u8, port u16, address 16 bytes, listener id u32.
-Status encode_handle(const SockAddr& addr, uint32_t listen_id, void* handle) {
-  uint8_t payload[32];
+// Handle payload: family u8, reserved u8, port u16, address 16 bytes, listener id u32, then
+// who listens (rank u32, pid u32, host length u8, host bytes): a send comm can name its peer
+// before the acceptor has answered.
+Status encode_handle(const SockAddr& addr, uint32_t listen_id, const zcx_peer_info_t& who,
+                     void* handle) {
+  uint8_t payload[kHandlePayloadMax];
   wire::Writer w(payload, sizeof(payload));
   w.u8(addr.family() == AF_INET6 ? 6 : 4);
   w.u8(0);
@@ -48,10 +52,16 @@ Status encode_handle(const SockAddr& addr, uint32_t listen_id, void* handle) {
     memcpy(raw, &reinterpret_cast<const sockaddr_in*>(addr.sa())->sin_addr, 4);
   w.bytes(raw, sizeof(raw));
   w.u32(listen_id);
+  w.u32(static_cast<uint32_t>(who.rank));
+  w.u32(static_cast<uint32_t>(who.pid));
+  size_t host_len = std::min(strnlen(who.host, sizeof(who.host)), size_t{63});
+  w.u8(static_cast<uint8_t>(host_len));
+  w.bytes(who.host, host_len);
   return handle_encode(ZCX_PROVIDER_ID_UCX, payload, w.size(), handle);
 }
 
-Status decode_handle(const void* handle, SockAddr* addr, uint32_t* listen_id, std::string* key) {
+Status decode_handle(const void* handle, SockAddr* addr, uint32_t* listen_id,
+                     zcx_peer_info_t* who, std::string* key) {
   uint8_t payload[kHandlePayloadMax];
   size_t len = 0;
   ZCX_TRY(handle_decode(handle, ZCX_PROVIDER_ID_UCX, payload, sizeof(payload), &len));
@@ -62,7 +72,12 @@ Status decode_handle(const void* handle, SockAddr* addr, uint32_t* listen_id, st
   uint8_t raw[kHandleAddrBytes];
   r.bytes(raw, sizeof(raw));
   *listen_id = r.u32();
-  if (!r.ok() || (family != 4 && family != 6) || port == 0)
+  *who = zcx_peer_info_t{};
+  who->rank = static_cast<int>(r.u32());
+  who->pid = static_cast<int>(r.u32());
+  size_t host_len = r.u8();
+  if (host_len < sizeof(who->host)) r.bytes(who->host, host_len);
+  if (!r.ok() || host_len >= sizeof(who->host) || (family != 4 && family != 6) || port == 0)
     return set_error(Status::kInvalidArg, kLog, "ucx connect: malformed handle");
   *addr = SockAddr{};
   if (family == 6) {
@@ -96,7 +111,7 @@ Status listen(Ctx* ctx, void* handle, ListenComm** out) {
   if (!ok(s))
     return set_error(s, kLog, "ucx listen on %s (%s): %s", local.to_string().c_str(),
                      ifname.c_str(), last_error());
-  ZCX_TRY(encode_handle(lc->addr, lc->listen_id, handle));
+  ZCX_TRY(encode_handle(lc->addr, lc->listen_id, self_info(ctx), handle));
   ZCX_INFO(kLog, "ucx: listening on %s (%s), listener id %u", lc->addr.to_string().c_str(),
            ifname.c_str(), lc->listen_id);
   *out = lc.release();
@@ -114,13 +129,15 @@ Status connect(Ctx* ctx, const void* handle, SendComm** out) {
   *out = nullptr;
   SockAddr addr;
   uint32_t listen_id = 0;
+  zcx_peer_info_t listener{};
   std::string key;
-  ZCX_TRY(decode_handle(handle, &addr, &listen_id, &key));
+  ZCX_TRY(decode_handle(handle, &addr, &listen_id, &listener, &key));
   std::lock_guard<std::recursive_mutex> lock(ctx->mu);
   auto it = ctx->connects.find(key);
   if (it == ctx->connects.end()) {
     PendingConnect* pc = nullptr;
     ZCX_TRY(connect_start(ctx, addr, listen_id, random_u64(), &pc));
+    pc->listener = listener;
     it = ctx->connects.emplace(key, pc).first;
   }
   Status s = connect_finish(it->second, self_info(ctx), out);

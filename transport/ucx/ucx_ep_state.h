@@ -48,6 +48,7 @@ struct PendingConnect {
   bool hello_sent = false;
   FrameReader rx;
   uint32_t listen_id = 0;
+  zcx_peer_info_t listener{};  // from the handle, until the ack confirms it
   uint64_t nonce = 0;
   int64_t start_ns = 0;
 };

@@ -180,10 +180,7 @@ Status connect_finish(PendingConnect* pc, const zcx_peer_info_t& self, SendComm*
                      static_cast<long long>(zcx::params::timeout_ms()));
   }
   ZCX_TRY(s);
-  zcx_peer_info_t unknown{};
-  unknown.rank = -1;
-  snprintf(unknown.host, sizeof(unknown.host), "%s", pc->addr.to_string().c_str());
-  CommBase* c = make_comm(pc->ctx, UniqueFd(), unknown, 0, true);
+  CommBase* c = make_comm(pc->ctx, UniqueFd(), pc->listener, 0, true);
   c->handshake = pc;
   *out = c;
   return Status::kSuccess;
