@@ -7,8 +7,9 @@
 #
 # Usage: tools/perf/ucx_compare.sh [-b zcx_ucx_bench] [-s "65536 1048576"] [-r reps]
 #                                  [-n iters] [-w window] [-t "tcp posix,cma"]
-# The zcx side is tests/transport/ucx/zcx_ucx_bench (zcx-perf p2p --provider ucx takes its
-# place once tools/perf has it). Needs ucx-utils (ucx_perftest).
+# The zcx side is measured twice: zcx-perf p2p --provider ucx (under zcx-run, the project's
+# benchmark) and tests/transport/ucx/zcx_ucx_bench (the provider alone, shaped like tag_bw).
+# Needs ucx-utils (ucx_perftest).
 set -euo pipefail
 
 bench=""
@@ -50,6 +51,18 @@ perftest_once() {
   wait "$server" 2>/dev/null || true
 }
 
+perf_bin=$(find "$root/build" -name zcx-perf -type f -perm -u+x 2>/dev/null | head -1 || true)
+run_bin=$(find "$root/build" -name zcx-run -type f -perm -u+x 2>/dev/null | head -1 || true)
+
+# zcx-perf p2p --provider ucx, one rep; its GB/s (1e9) converted to MB/s (2^20).
+zcxperf_once() {
+  local tls=$1 size=$2
+  [[ -x $perf_bin && -x $run_bin ]] || { echo nan; return; }
+  UCX_TLS=$tls timeout 150 "$run_bin" -np 2 --timeout 120 -- "$perf_bin" p2p --provider ucx \
+    -b "$size" -e "$size" -n "$iters" -w 100 --window "$window" --reps 1 2>/dev/null |
+    awk -v s="$size" '$2 == s && NF >= 10 {printf "%.1f\n", $8 * 1e9 / 1048576}'
+}
+
 zcx_once() {
   local tls=$1 size=$2
   UCX_TLS=$tls timeout 120 "$bench" -s "$size" -n "$iters" -w "$window" -W 100 2>/dev/null |
@@ -63,17 +76,21 @@ stats() { sort -g | awk '{v[NR]=$1} END {if (NR==0) {print "nan nan nan"; exit}
 printf "# %s, %s, load %s\n" "$(date -u +%FT%TZ)" "$(ucx_info -v | head -1 | sed 's/# //')" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf "# reps %s, iters %s, window %s; MB/s median (min-max)\n" "$reps" "$iters" "$window"
-printf "%-10s %9s  %-26s %-26s %s\n" UCX_TLS bytes ucx_perftest zcx-ucx ratio
+printf "%-10s %9s  %-24s %-24s %-6s %-24s %s\n" UCX_TLS bytes ucx_perftest "zcx-perf p2p" ratio \
+  zcx_ucx_bench ratio
 for tls in $tls_list; do
   for size in $sizes; do
-    p_vals=() z_vals=()
+    p_vals=() z_vals=() q_vals=()
     for ((i = 0; i < reps; i++)); do
       p_vals+=("$(perftest_once "$tls" "$size")")
+      q_vals+=("$(zcxperf_once "$tls" "$size")")
       z_vals+=("$(zcx_once "$tls" "$size")")
     done
     read -r pm pl ph < <(printf "%s\n" "${p_vals[@]}" | grep -E '^[0-9.]+$' | stats)
+    read -r qm ql qh < <(printf "%s\n" "${q_vals[@]}" | grep -E '^[0-9.]+$' | stats)
     read -r zm zl zh < <(printf "%s\n" "${z_vals[@]}" | grep -E '^[0-9.]+$' | stats)
-    ratio=$(awk -v z="$zm" -v p="$pm" 'BEGIN {if (p > 0) printf "%.2f", z / p; else print "nan"}')
-    printf "%-10s %9s  %-26s %-26s %s\n" "$tls" "$size" "$pm ($pl-$ph)" "$zm ($zl-$zh)" "$ratio"
+    ratio() { awk -v z="$1" -v p="$2" 'BEGIN {if (p > 0 && z == z + 0) printf "%.2f", z / p; else print "nan"}'; }
+    printf "%-10s %9s  %-24s %-24s %-6s %-24s %s\n" "$tls" "$size" "$pm ($pl-$ph)" \
+      "$qm ($ql-$qh)" "$(ratio "$qm" "$pm")" "$zm ($zl-$zh)" "$(ratio "$zm" "$pm")"
   done
 done
