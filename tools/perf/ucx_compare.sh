@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Compares the zcx ucx provider with ucx_perftest (tag_bw, server and client on localhost) in
+# the same run, over UCX's tcp transport and its shared-memory transports. Runs alternate
+# (perftest, zcx, perftest, zcx, ...) so load changes on the machine hit both alike, and the
+# table reports the median and min-max of the repetitions, in MB/s (2^20 bytes), and the
+# ratio of the medians (zcx / ucx_perftest; the issue asks for >= 0.9).
+#
+# Usage: tools/perf/ucx_compare.sh [-b zcx_ucx_bench] [-s "65536 1048576"] [-r reps]
+#                                  [-n iters] [-w window] [-t "tcp posix,cma"]
+# The zcx side is measured twice: zcx-perf p2p --provider ucx (under zcx-run, the project's
+# benchmark) and tests/transport/ucx/zcx_ucx_bench (the provider alone, shaped like tag_bw).
+# Needs ucx-utils (ucx_perftest).
+set -euo pipefail
+
+bench=""
+sizes="65536 1048576 4194304"
+reps=5
+iters=1000
+window=16
+tls_list="tcp posix,cma"
+while getopts "b:s:r:n:w:t:" opt; do
+  case $opt in
+    b) bench=$OPTARG ;;
+    s) sizes=$OPTARG ;;
+    r) reps=$OPTARG ;;
+    n) iters=$OPTARG ;;
+    w) window=$OPTARG ;;
+    t) tls_list=$OPTARG ;;
+    *) sed -n '2,12p' "$0"; exit 2 ;;
+  esac
+done
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ -z $bench ]]; then
+  bench=$(find "$root/build" -name zcx_ucx_bench -type f -perm -u+x 2>/dev/null | head -1 || true)
+fi
+command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt-get install ucx-utils)"; exit 1; }
+[[ -x $bench ]] || { echo "zcx_ucx_bench not found: build it (ninja zcx_ucx_bench) or pass -b"; exit 1; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# One ucx_perftest tag_bw run; prints the overall bandwidth in MB/s.
+perftest_once() {
+  local tls=$1 size=$2 port
+  port=$(free_port)
+  UCX_TLS=$tls timeout 120 ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 100 -O "$window" \
+    -p "$port" >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.3
+  UCX_TLS=$tls timeout 120 ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 100 -O "$window" \
+    -p "$port" 127.0.0.1 2>/dev/null | awk '/^Final:/ {print $7}'
+  wait "$server" 2>/dev/null || true
+}
+
+perf_bin=$(find "$root/build" -name zcx-perf -type f -perm -u+x 2>/dev/null | head -1 || true)
+run_bin=$(find "$root/build" -name zcx-run -type f -perm -u+x 2>/dev/null | head -1 || true)
+
+# zcx-perf p2p --provider ucx, one rep; its GB/s (1e9) converted to MB/s (2^20).
+zcxperf_once() {
+  local tls=$1 size=$2
+  [[ -x $perf_bin && -x $run_bin ]] || { echo nan; return; }
+  UCX_TLS=$tls timeout 150 "$run_bin" -np 2 --timeout 120 -- "$perf_bin" p2p --provider ucx \
+    -b "$size" -e "$size" -n "$iters" -w 100 --window "$window" --reps 1 2>/dev/null |
+    awk -v s="$size" '$2 == s && NF >= 10 {printf "%.1f\n", $8 * 1e9 / 1048576}'
+}
+
+zcx_once() {
+  local tls=$1 size=$2
+  UCX_TLS=$tls timeout 120 "$bench" -s "$size" -n "$iters" -w "$window" -W 100 2>/dev/null |
+    awk 'NF == 4 {print $3}'
+}
+
+# median min max of the numbers on stdin
+stats() { sort -g | awk '{v[NR]=$1} END {if (NR==0) {print "nan nan nan"; exit}
+  m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "%.1f %.1f %.1f\n", m, v[1], v[NR]}'; }
+
+printf "# %s, %s, load %s\n" "$(date -u +%FT%TZ)" "$(ucx_info -v | head -1 | sed 's/# //')" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf "# reps %s, iters %s, window %s; MB/s median (min-max)\n" "$reps" "$iters" "$window"
+printf "%-10s %9s  %-24s %-24s %-6s %-24s %s\n" UCX_TLS bytes ucx_perftest "zcx-perf p2p" ratio \
+  zcx_ucx_bench ratio
+for tls in $tls_list; do
+  for size in $sizes; do
+    p_vals=() z_vals=() q_vals=()
+    for ((i = 0; i < reps; i++)); do
+      p_vals+=("$(perftest_once "$tls" "$size")")
+      q_vals+=("$(zcxperf_once "$tls" "$size")")
+      z_vals+=("$(zcx_once "$tls" "$size")")
+    done
+    read -r pm pl ph < <(printf "%s\n" "${p_vals[@]}" | grep -E '^[0-9.]+$' | stats)
+    read -r qm ql qh < <(printf "%s\n" "${q_vals[@]}" | grep -E '^[0-9.]+$' | stats)
+    read -r zm zl zh < <(printf "%s\n" "${z_vals[@]}" | grep -E '^[0-9.]+$' | stats)
+    ratio() { awk -v z="$1" -v p="$2" 'BEGIN {if (p > 0 && z == z + 0) printf "%.2f", z / p; else print "nan"}'; }
+    printf "%-10s %9s  %-24s %-24s %-6s %-24s %s\n" "$tls" "$size" "$pm ($pl-$ph)" \
+      "$qm ($ql-$qh)" "$(ratio "$qm" "$pm")" "$zm ($zl-$zh)" "$(ratio "$zm" "$pm")"
+  done
+done

@@ -1,0 +1,16 @@
+// ZCX_ variables of the ucx provider. UCX reads its own UCX_* variables (UCX_TLS,
+// UCX_NET_DEVICES, ...) itself; zcx adds only what the adapter needs.
+#include "ucx/ucx_config.h"
+
+namespace zcx::ucx::params {
+
+const config::StringParam library{"ZCX_UCX_LIBRARY", "libucp.so.0",
+    "The UCP library the ucx provider loads at run time. When it cannot be loaded the "
+    "provider reports 0 devices and zcx uses its other providers."};
+const config::IntParam progress_spin{"ZCX_UCX_PROGRESS_SPIN", 1,
+    "ucp_worker_progress calls per test() of the ucx provider.", 1, 1000};
+const config::BoolParam use_memh{"ZCX_UCX_USE_MEMH", true,
+    "Pass the UCP memory handle of a registered buffer to send/receive operations, so UCX "
+    "skips its own registration lookup."};
+
+}  // namespace zcx::ucx::params
