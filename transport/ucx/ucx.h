@@ -65,6 +65,8 @@ inline uint64_t data_tag(uint32_t conn, int user_tag, uint32_t seq) {
 inline int tag_user_bits(uint64_t tag) { return static_cast<int>((tag >> kUserTagShift) & kUserTagMask); }
 
 inline constexpr int kMaxRecvs = 8;
+// Largest single message (1 TiB, NCCL_MAX_NET_SIZE_BYTES): anything above is a caller bug.
+inline constexpr size_t kMaxMessageBytes = size_t{1} << 40;
 
 // The identity and job of this process, from init.
 struct Self {

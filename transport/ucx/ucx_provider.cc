@@ -38,6 +38,7 @@ zcx_status_t op_init(const zcx_provider_init_t* self, void** ctx) {
 }
 
 zcx_status_t op_finalize(void* ctx) {
+  if (ctx == nullptr) return ZCX_ERR_INVALID_ARG;
   return guarded("finalize", [&] {
     ctx_destroy(static_cast<Ctx*>(ctx));
     return Status::kSuccess;
@@ -112,8 +113,8 @@ zcx_status_t op_peer_info(void* comm, zcx_peer_info_t* info) {
 
 zcx_status_t op_reg_mr(void* comm, void* data, size_t size, int kind, void** mhandle) {
   return guarded("reg_mr", [&] {
-    if (comm == nullptr || mhandle == nullptr)
-      return set_error(Status::kInvalidArg, kLog, "ucx reg_mr: NULL argument");
+    if (comm == nullptr || mhandle == nullptr || size > kMaxMessageBytes)
+      return set_error(Status::kInvalidArg, kLog, "ucx reg_mr: NULL argument or size overflow");
     Mr* mr = nullptr;
     ZCX_TRY(reg_mr(static_cast<CommBase*>(comm)->ctx, data, size, kind, &mr));
     *mhandle = mr;
@@ -121,13 +122,16 @@ zcx_status_t op_reg_mr(void* comm, void* data, size_t size, int kind, void** mha
   });
 }
 
-zcx_status_t op_dereg_mr(void*, void* mhandle) {
+zcx_status_t op_dereg_mr(void* comm, void* mhandle) {
+  if (comm == nullptr) return ZCX_ERR_INVALID_ARG;
   return guarded("dereg_mr", [&] { return dereg_mr(static_cast<Mr*>(mhandle)); });
 }
 
 zcx_status_t op_isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
                       void** request) {
-  if (send_comm == nullptr || request == nullptr) return ZCX_ERR_INVALID_ARG;
+  if (send_comm == nullptr || request == nullptr || (data == nullptr && size != 0) ||
+      size > kMaxMessageBytes)
+    return ZCX_ERR_INVALID_ARG;
   return guarded("isend", [&] {
     Request* r = nullptr;
     Status s = isend(static_cast<SendComm*>(send_comm), data, size, tag,
@@ -139,8 +143,12 @@ zcx_status_t op_isend(void* send_comm, void* data, size_t size, int tag, void* m
 
 zcx_status_t op_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
                       void** mhandles, void** request) {
-  if (recv_comm == nullptr || request == nullptr || data == nullptr || sizes == nullptr)
+  if (recv_comm == nullptr || request == nullptr || data == nullptr || sizes == nullptr ||
+      n < 1 || n > kMaxRecvs)
     return ZCX_ERR_INVALID_ARG;
+  for (int i = 0; i < n; ++i)
+    if ((data[i] == nullptr && sizes[i] != 0) || sizes[i] > kMaxMessageBytes)
+      return ZCX_ERR_INVALID_ARG;
   return guarded("irecv", [&] {
     Request* r = nullptr;
     Status s = irecv(static_cast<RecvComm*>(recv_comm), n, data, sizes, tags,
@@ -156,7 +164,7 @@ zcx_status_t op_test(void* request, int* done, size_t* sizes) {
 }
 
 zcx_status_t op_close(void* comm) {
-  if (comm == nullptr) return ZCX_SUCCESS;
+  if (comm == nullptr) return ZCX_ERR_INVALID_ARG;
   return guarded("close", [&] {
     close_comm(static_cast<CommBase*>(comm));
     return Status::kSuccess;
@@ -164,7 +172,7 @@ zcx_status_t op_close(void* comm) {
 }
 
 zcx_status_t op_close_listen(void* listen_comm) {
-  if (listen_comm == nullptr) return ZCX_SUCCESS;
+  if (listen_comm == nullptr) return ZCX_ERR_INVALID_ARG;
   return guarded("close_listen", [&] { return close_listen(static_cast<ListenComm*>(listen_comm)); });
 }
 
