@@ -33,6 +33,11 @@ const config::IntParam local_rank{"ZCX_LOCAL_RANK", -1, "Rank among the processe
 const config::StringParam run_job_id{"ZCX_RUN_JOB", "",
     "Job id set by zcx-run (informational; used in names of host resources)."};
 
+const config::StringParam net_provider{"ZCX_NET_PROVIDER", "auto",
+    "Provider the NCCL plugin uses: auto (ib when it finds an active device, else tcp), or a "
+    "provider name such as ib or tcp. A named provider without devices makes the plugin "
+    "fail its init, so NCCL falls back to its internal nets (or fails when NCCL_NET=zcx)."};
+
 int64_t timeout_ms() {
   double s = timeout.get();
   if (!(s > 0)) return 1;

@@ -17,6 +17,7 @@ extern const config::StringParam root;           // ZCX_ROOT
 extern const config::StringParam secret;         // ZCX_SECRET
 extern const config::IntParam local_rank;        // ZCX_LOCAL_RANK
 extern const config::StringParam run_job_id;     // ZCX_RUN_JOB (set by zcx-run)
+extern const config::StringParam net_provider;   // ZCX_NET_PROVIDER (NCCL plugin)
 
 // ZCX_TIMEOUT in milliseconds, at least 1.
 int64_t timeout_ms();
