@@ -1,9 +1,9 @@
 #include "plugin_config.h"
 
+#include "common/bootstrap/bootstrap.h"
 #include "common/config_vars.h"
 #include "common/log.h"
 
-#include <cstdlib>
 #include <string>
 
 namespace zcx::plugin {
@@ -16,15 +16,14 @@ constexpr uint64_t kWellKnownSecret = 0x7a63782d6e63636cull;
 uint64_t plugin_secret() {
   std::string text = params::secret.get();
   if (text.empty()) return kWellKnownSecret;
-  char* end = nullptr;
-  unsigned long long v = strtoull(text.c_str(), &end, 16);
-  if (end == text.c_str() || *end != '\0') {
-    // The value is not echoed: secrets never reach the log.
-    ZCX_WARN(kLogPlugin, "ZCX_SECRET is not hexadecimal; using the well-known plugin "
-             "secret instead (set the same 16 hex digits on every node)");
+  uint64_t secret = 0;
+  // Same grammar as the bootstrap's ZCX_SECRET; the value is never echoed into the log.
+  if (parse_secret(text, &secret) != Status::kSuccess) {
+    ZCX_WARN(kLogPlugin, "using the well-known plugin secret instead of the invalid "
+             "ZCX_SECRET (set the same 16 hex digits on every node)");
     return kWellKnownSecret;
   }
-  return v;
+  return secret;
 }
 
 }  // namespace zcx::plugin

@@ -39,6 +39,8 @@ struct LaunchInfo {
   std::string source;  // "zcx-run", "mpirun", "srun", "torchrun", "ZCX_*"
 };
 Status launch_info_from_env(LaunchInfo* out);
+// Parses a job secret as written in ZCX_SECRET: 1 to 16 hex digits, not all zero.
+Status parse_secret(const std::string& text, uint64_t* out);
 
 class Bootstrap {
  public:
