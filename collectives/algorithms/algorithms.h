@@ -36,6 +36,7 @@ Status build_allreduce_ring(const OpArgs& a, Schedule& s);
 Status build_allreduce_tree(const OpArgs& a, Schedule& s);
 Status build_allreduce_rhd(const OpArgs& a, Schedule& s);
 Status build_allreduce_hier(const OpArgs& a, Schedule& s);
+Status build_allreduce_direct(const OpArgs& a, Schedule& s);
 Status build_reducescatter_ring(const OpArgs& a, Schedule& s);  // and the V form
 Status build_allgather_ring(const OpArgs& a, Schedule& s);      // and the V form
 Status build_broadcast_binomial(const OpArgs& a, Schedule& s);

@@ -22,6 +22,7 @@ BuildFn builder_for(CollKind kind, Algo algo) {
       if (algo == Algo::kTree) return build_allreduce_tree;
       if (algo == Algo::kRhd) return build_allreduce_rhd;
       if (algo == Algo::kHier) return build_allreduce_hier;
+      if (algo == Algo::kDirect) return build_allreduce_direct;
       return nullptr;
     case CollKind::kBroadcast:
       return algo == Algo::kChain ? build_broadcast_chain

@@ -2,6 +2,10 @@
 #include "core/comm.h"
 
 #include "common/check.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/config_vars.h"
+#include "common/log.h"
 #include "reduce/reduce.h"
 
 #include <algorithm>
@@ -121,7 +125,7 @@ Status Comm::plan(const OpArgs& in, Op* op) {
     si.link = nnodes_ > 1 ? LinkClass::kNet : LinkClass::kShm;
     si.nnodes = nnodes_;
     si.ppn = ppn_;
-    c = select(si);
+    c = choose(si);
   }
   a.chunk = c.chunk;
   a.host_of = host_of_.data();
@@ -135,6 +139,7 @@ Status Comm::plan(const OpArgs& in, Op* op) {
     Algo first;
     candidates(a.kind, &first, 1);
     op->sched = Schedule(a.dtype, a.op);
+    op->sched.set_pool(scratch_);
     if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
     c.algo = first;
     ZCX_TRY(builder_for(a.kind, first)(a, op->sched));
@@ -158,9 +163,34 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   return Status::kSuccess;
 }
 
+void Comm::refresh_tuning() {
+  const uint64_t gen = config::generation();
+  if (gen == tuning_gen_) return;
+  tuning_gen_ = gen;
+  timeout_ms_ = params::timeout_ms();
+  choices_.clear();
+}
+
+// Choices are cached per (collective, bytes): the cost model reads a dozen config values and
+// formats its explanation, microseconds that an 8-byte allreduce cannot afford. A config
+// override drops the cache; with TUNING logging on, a cached choice is printed again.
+const Choice& Comm::choose(const SelectInput& in) {
+  refresh_tuning();
+  const uint64_t key = (static_cast<uint64_t>(in.bytes) << 4) | static_cast<uint64_t>(in.kind);
+  auto it = choices_.find(key);
+  if (it != choices_.end()) {
+    ZCX_INFO(kLogTuning, "%s (cached)", it->second.why.c_str());
+    return it->second;
+  }
+  if (choices_.size() >= 4096) choices_.clear();  // bounded: sizes may vary without end
+  return choices_.emplace(key, select(in)).first->second;
+}
+
 Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
+  refresh_tuning();
   auto op = std::make_shared<Op>(args.dtype, args.op);
+  op->sched.set_pool(scratch_);
   ZCX_TRY(plan(args, op.get()));
   if (args.op == ZCX_AVG && args.kind != CollKind::kSendRecv) {
     bool root_only = args.kind == CollKind::kReduce;
@@ -177,6 +207,7 @@ Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
 
 Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
+  refresh_tuning();
   auto op = std::make_shared<Op>(ZCX_UINT8, ZCX_SUM);
   for (const OpArgs& call : calls) {
     Op one(call.dtype, call.op);
@@ -215,7 +246,8 @@ Status Comm::progress() {
   }
   while (!queue_.empty()) {
     Op& head = *queue_.front();
-    if (!head.exec) head.exec = std::make_unique<Executor>(&head.sched, this, head.desc, nranks());
+    if (!head.exec)
+      head.exec = std::make_unique<Executor>(&head.sched, this, head.desc, nranks(), timeout_ms_);
     bool done = false;
     Status st = head.exec->progress(&done);
     if (st != Status::kSuccess) {
@@ -238,14 +270,27 @@ Status Comm::test(Op& op, bool* done) {
   return Status::kSuccess;
 }
 
+// Busy-polls. There is no progress thread: this loop is what moves the data (shm chunks,
+// tcp socket buffers), so sleeping between calls stalls every pipeline — a 20 us nap per
+// round cut 32 MiB allreduce to 0.5 GB/s. Each round yields, so oversubscribed ranks share
+// the cores; only once nothing has moved for kNapAfterIdleNs (a late or dead peer; the
+// executor's ZCX_TIMEOUT still bounds it) does it nap between rounds to free the CPU.
 Status Comm::wait(Op& op) {
-  for (int spins = 0;; ++spins) {
+  constexpr int64_t kNapAfterIdleNs = 5'000'000;
+  bool napping = false;
+  for (uint32_t round = 1;; ++round) {
     bool done = false;
     ZCX_TRY(test(op, &done));
     if (done) return Status::kSuccess;
-    if (spins < 64) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (round % 64 == 0) napping = now_ns() - last_activity_ns() > kNapAfterIdleNs;
+    if (napping) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else std::this_thread::yield();
   }
+}
+
+int64_t Comm::last_activity_ns() const {
+  if (queue_.empty() || !queue_.front()->exec) return now_ns();
+  return queue_.front()->exec->last_progress_ns();
 }
 
 Status Comm::drain() {

@@ -11,10 +11,12 @@
 #include "core/desc.h"
 #include "schedule/executor.h"
 #include "schedule/schedule.h"
+#include "select/select.h"
 
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace zcx::coll {
@@ -64,10 +66,13 @@ class Comm final : public PeerLinks {
  private:
   Comm() = default;
   Status plan(const OpArgs& args, Op* op);
+  const Choice& choose(const SelectInput& in);
+  void refresh_tuning();
   Status progress();
   void fail_queue(Status st);
   void index_hosts();
   Status check_usable();
+  int64_t last_activity_ns() const;  // when the running operation last moved
 
   Context* ctx_ = nullptr;
   std::unique_ptr<Context> owned_ctx_;
@@ -83,6 +88,11 @@ class Comm final : public PeerLinks {
   std::deque<std::shared_ptr<Op>> queue_;
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;
+  // Tuning read from the config registry, re-read when config::generation() changes.
+  uint64_t tuning_gen_ = 0;
+  int64_t timeout_ms_ = 0;
+  std::unordered_map<uint64_t, Choice> choices_;  // (bytes, collective) -> selector's choice
+  std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
 };
 
 }  // namespace zcx::coll

@@ -26,11 +26,14 @@ class PeerLinks {
 
 class Executor {
  public:
-  Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& desc, int nranks);
+  // timeout_ms: ZCX_TIMEOUT as the communicator read it (no progress for that long fails).
+  Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& desc, int nranks,
+           int64_t timeout_ms);
   // Advances as far as possible without blocking. *done when every task completed.
   Status progress(bool* done);
   // Requests still owned by the transport (their buffers must stay alive).
   bool has_inflight() const { return !inflight_.empty(); }
+  int64_t last_progress_ns() const { return last_progress_ns_; }
 
  private:
   struct Slot {
@@ -45,13 +48,13 @@ class Executor {
   Status issue_recv(int i, Endpoint* ep);
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);
-  Status fail(Status st, const Task& t, const char* what);
+  Status fail(Status st, const Task& t, const char* action);
   Status timeout_error() const;
+  std::string what() const;  // "allreduce #7 on comm 'world'", built only for messages
 
   const Schedule* sched_;
   PeerLinks* links_;
   OpDesc desc_;
-  std::string what_;                 // "allreduce #7 on comm 'world'" for messages
   std::vector<Slot> slots_;
   std::vector<uint8_t> complete_;
   std::vector<OpDesc> hdrs_;         // per task: header sent or received
@@ -60,6 +63,8 @@ class Executor {
   std::vector<int> inflight_;
   size_t next_ = 0;
   int64_t last_progress_ns_;
+  int64_t timeout_ms_;
+  uint32_t idle_calls_ = 0;
 };
 
 }  // namespace zcx::coll

@@ -76,8 +76,8 @@ int Schedule::copy(void* dst, const void* src, size_t bytes, Deps deps) {
 }
 
 void* Schedule::scratch(size_t bytes) {
-  scratch_.push_back(std::make_unique<uint8_t[]>(bytes ? bytes : 1));
-  return scratch_.back().get();
+  scratch_.emplace_back(pool_, bytes);
+  return scratch_.back().data();
 }
 
 void Schedule::append(Schedule&& other) {
@@ -90,6 +90,7 @@ void Schedule::append(Schedule&& other) {
     tasks_.push_back(t);
   }
   for (auto& s : other.scratch_) scratch_.push_back(std::move(s));
+  other.scratch_.clear();
 }
 
 }  // namespace zcx::coll

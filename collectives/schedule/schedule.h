@@ -9,6 +9,8 @@
 
 #include <zcx/coll.h>
 
+#include "schedule/scratch_pool.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -53,8 +55,10 @@ class Schedule {
   // Adds a dependency list that is not an initializer list.
   void add_deps(int task, const std::vector<int>& deps);
 
-  // Scratch memory owned by the schedule (freed with it).
+  // Scratch memory owned by the schedule: uninitialised, 64-byte aligned, returned to the
+  // pool (set_pool) or freed with the schedule.
   void* scratch(size_t bytes);
+  void set_pool(std::shared_ptr<ScratchPool> pool) { pool_ = std::move(pool); }
 
   zcx_dtype_t dtype() const { return dtype_; }
   zcx_redop_t op() const { return op_; }
@@ -71,7 +75,8 @@ class Schedule {
   zcx_redop_t op_;
   std::vector<Task> tasks_;
   std::vector<int> deps_;
-  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  std::shared_ptr<ScratchPool> pool_;
+  std::vector<ScratchBlock> scratch_;
 };
 
 }  // namespace zcx::coll

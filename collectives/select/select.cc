@@ -36,6 +36,11 @@ const char* const kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather
 const char* const kAlgoNames[] = {"ring", "tree", "rhd", "binomial", "chain", "pairwise",
                                   "direct", "hier"};
 
+// Direct allreduce sends (p-1) copies of the vector and keeps p of them in scratch: only for
+// small vectors and few ranks (p-1 messages per rank at once).
+constexpr size_t kDirectMaxBytes = 64 * 1024;
+constexpr int kDirectMaxRanks = 8;
+
 double lg(int p) { return std::ceil(std::log2(std::max(p, 1))); }
 
 size_t clamp_size(double v, size_t lo, size_t hi) {
@@ -112,7 +117,8 @@ int candidates(CollKind k, Algo* out, int max) {
     return n;
   };
   switch (k) {
-    case CollKind::kAllreduce: return put({Algo::kRing, Algo::kTree, Algo::kRhd, Algo::kHier});
+    case CollKind::kAllreduce:
+      return put({Algo::kRing, Algo::kTree, Algo::kRhd, Algo::kHier, Algo::kDirect});
     case CollKind::kBroadcast: return put({Algo::kChain, Algo::kBinomial});
     case CollKind::kReduce: return put({Algo::kChain, Algo::kBinomial});
     case CollKind::kAllgather:
@@ -164,6 +170,8 @@ double estimate_us(Algo algo, const SelectInput& in, const ModelParams& m, size_
       return (p - 2 + k) * (a + n / k * (b + gr));
     }
     case Algo::kPairwise: return (p - 1) * (a + n / p * b);
+    case Algo::kDirect:  // one step; each further message costs half a step to post and drain
+      return a + (p - 2) * a / 2 + (p - 1) * n * (b + gr);
     case Algo::kHier: {  // binomial reduce + bcast inside a host, ring across hosts
       const double as = m.alpha_us[0], bs = 1.0 / (m.bw_gbs[0] * 1e3);
       double local = lg(in.ppn);
@@ -207,6 +215,9 @@ Choice select(const SelectInput& in) {
   std::string table = buf;
   for (int i = 0; i < nc; ++i) {
     if (cand[i] == Algo::kHier && (in.nnodes <= 1 || in.nnodes >= in.nranks)) continue;
+    if (cand[i] == Algo::kDirect && (in.nranks > kDirectMaxRanks ||
+                                     in.bytes * (std::max(in.nranks, 1) - 1) > kDirectMaxBytes))
+      continue;
     double t = estimate_us(cand[i], in, m, model_chunk(cand[i], in, m));
     snprintf(buf, sizeof buf, " %s %.1fus", algo_name(cand[i]), t);
     table += buf;

@@ -112,7 +112,7 @@ TEST_P(AllreduceTest, EveryOpAndFloatResultsAgreeAcrossRanks) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Algos, AllreduceTest, ::testing::ValuesIn(cases({"ring", "tree", "rhd"})),
+INSTANTIATE_TEST_SUITE_P(Algos, AllreduceTest, ::testing::ValuesIn(cases({"ring", "tree", "rhd", "direct"})),
                          case_name);
 
 class RootedTest : public ::testing::TestWithParam<AlgoCase> {};

@@ -3,6 +3,7 @@
 #include "common/log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -78,8 +79,17 @@ ParamBase::ParamBase(const char* name, ParamType type, const char* default_text,
   r.params.push_back(this);
 }
 
+namespace {
+// Overrides are rare (tests): with none set, raw() skips the registry lock. Any change bumps
+// the generation, so callers that cache parsed values (per communicator) know to re-read.
+std::atomic<int> g_override_count{0};
+std::atomic<uint64_t> g_generation{1};
+}  // namespace
+
+uint64_t generation() { return g_generation.load(std::memory_order_acquire); }
+
 std::optional<std::string> ParamBase::raw() const {
-  {
+  if (g_override_count.load(std::memory_order_acquire) > 0) {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     auto it = r.overrides.find(name_);
@@ -263,13 +273,15 @@ size_t warn_unknown_env() {
 void set_override(const std::string& name, const std::string& value) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.overrides[name] = value;
+  if (r.overrides.insert_or_assign(name, value).second) g_override_count.fetch_add(1);
+  g_generation.fetch_add(1);
 }
 
 void clear_override(const std::string& name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.overrides.erase(name);
+  if (r.overrides.erase(name)) g_override_count.fetch_sub(1);
+  g_generation.fetch_add(1);
 }
 
 ScopedOverride::ScopedOverride(std::string name, const std::string& value)

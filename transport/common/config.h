@@ -103,6 +103,10 @@ size_t warn_unknown_env();
 void set_override(const std::string& name, const std::string& value);
 void clear_override(const std::string& name);
 
+// Bumped by every override change: a cache of parsed values is stale when it differs.
+// (The environment is not watched: it is read when a value is first needed.)
+uint64_t generation();
+
 // RAII override for tests.
 class ScopedOverride {
  public:

@@ -31,6 +31,8 @@ TEST(CostModel, FormulasAtKnownPoints) {
   EXPECT_NEAR(estimate_us(Algo::kBinomial, input(CollKind::kBroadcast, 8000, 8), m, 0), 54.0, 1e-3);
   // chain broadcast with 4 chunks: (p - 2 + k)(a + n/k b) = 10 * 12
   EXPECT_NEAR(estimate_us(Algo::kChain, input(CollKind::kBroadcast, 8000, 8), m, 2000), 120.0, 1e-3);
+  // direct: a + (p-2) a/2 + (p-1) n b = 10 + 30 + 7 * 0.064
+  EXPECT_NEAR(estimate_us(Algo::kDirect, input(CollKind::kAllreduce, 64, 8), m, 0), 40.448, 1e-3);
   // non power of two adds the pre/post step to rhd
   EXPECT_GT(estimate_us(Algo::kRhd, input(CollKind::kAllreduce, 8000, 6), m, 0),
             estimate_us(Algo::kRhd, input(CollKind::kAllreduce, 8000, 4), m, 0) + 2 * 10.0);
@@ -39,6 +41,11 @@ TEST(CostModel, FormulasAtKnownPoints) {
 TEST(Select, LatencyBoundSmallAndBandwidthBoundLarge) {
   Choice small = select(input(CollKind::kAllreduce, 64, 16));
   EXPECT_EQ(small.algo, Algo::kRhd) << small.why;
+  // Few ranks and a tiny vector: one direct exchange beats two steps.
+  Choice pair = select(input(CollKind::kAllreduce, 8, 2, LinkClass::kShm));
+  EXPECT_EQ(pair.algo, Algo::kDirect) << pair.why;
+  Choice pair_large = select(input(CollKind::kAllreduce, 1u << 20, 2, LinkClass::kShm));
+  EXPECT_NE(pair_large.algo, Algo::kDirect) << pair_large.why;
   Choice large = select(input(CollKind::kAllreduce, 256u << 20, 16));
   EXPECT_EQ(large.algo, Algo::kRing) << large.why;
   EXPECT_GT(large.chunk, 0u);
