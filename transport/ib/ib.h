@@ -175,6 +175,9 @@ struct Comm {
   int64_t next_sock_check_ns = 0;
   int64_t last_progress_ns = 0;
   bool poll_yield = false;          // ZCX_IB_POLL_YIELD, read once per comm
+  bool split = false;               // ZCX_IB_SPLIT, read once per comm (not per message)
+  size_t inline_bytes = 0;          // ZCX_IB_INLINE, read once per comm
+  int64_t timeout_ms = 0;           // ZCX_TIMEOUT, read once per comm
   std::mutex mu;                    // one thread at a time in the data path
   ~Comm();
 };

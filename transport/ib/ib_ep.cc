@@ -54,6 +54,9 @@ std::string describe(const Hello& h, const SockAddr& a) {
 
 void fill_local(Comm* c, const zcx_provider_init_t& self) {
   c->poll_yield = params::poll_yield.get();
+  c->split = params::split.get();
+  c->inline_bytes = params::inline_bytes.get();
+  c->timeout_ms = ::zcx::params::timeout_ms();
   c->local.secret = self.secret;
   c->local.rank = self.rank;
   c->local.pid = static_cast<int32_t>(getpid());

@@ -134,7 +134,7 @@ Status post_message(SendComm* c, const CtsEntry& e, int slot, int idx, const uin
   int ridx = slot * kMaxRecvs + idx;
   int parts = 1, first_qp = static_cast<int>(c->msg_count++ % c->nqps);
   size_t chunk = size;
-  if (params::split.get() && c->nqps > 1 && size > 0) {
+  if (c->split && c->nqps > 1 && size > 0) {
     chunk = (size + c->nqps - 1) / c->nqps;
     chunk = (chunk + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
     parts = static_cast<int>((size + chunk - 1) / chunk);
@@ -151,7 +151,7 @@ Status post_message(SendComm* c, const CtsEntry& e, int slot, int idx, const uin
   sw.wr.rdma.rkey = c->remote.buf_rkey;
   ZCX_TRY(post_write(c, first_qp, &sw));
   r->pending = parts;
-  size_t inline_max = std::min<size_t>(params::inline_bytes.get(), c->max_inline);
+  size_t inline_max = std::min<size_t>(c->inline_bytes, c->max_inline);
   for (int p = 0; p < parts; ++p) {
     size_t off = static_cast<size_t>(p) * chunk, len = std::min(chunk, size - off);
     ibv_sge sge{reinterpret_cast<uintptr_t>(data + off), static_cast<uint32_t>(len),
@@ -192,10 +192,10 @@ Status cts_pick(SendComm* c, int slot, uint64_t want, int tag, int* idx, int* nr
 
 Status request_timeout(Comm* c, const Request& r) {
   int64_t since = std::max(r.start_ns, c->last_progress_ns);
-  if (now_ns() - since < ::zcx::params::timeout_ms() * 1000000) return Status::kSuccess;
+  if (now_ns() - since < c->timeout_ms * 1000000) return Status::kSuccess;
   return comm_fail(c, Status::kTimeout,
                    "ib: no progress with %s for ZCX_TIMEOUT (%.0f s) on a %s of %zu bytes",
-                   c->peer_desc.c_str(), ::zcx::params::timeout.get(),
+                   c->peer_desc.c_str(), c->timeout_ms / 1000.0,
                    r.kind == ReqKind::kSend ? "send" : "receive", r.sizes[0]);
 }
 

@@ -202,6 +202,7 @@ struct Comm {
   uint64_t cma_probe = 0;     // sender: word the acceptor reads to test CMA
   // Idle accounting for liveness/timeout checks and yielding.
   uint64_t spin_limit = 0;    // ZCX_SHM_SPIN, read once
+  int64_t timeout_ms = 0;     // ZCX_TIMEOUT, read once
   LargeMode large = LargeMode::kAuto;
   size_t cma_min = 0;         // auto mode: CMA from this size up
   size_t stream_min = 0;      // copy-out with non-temporal stores from this size up

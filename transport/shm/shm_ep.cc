@@ -4,6 +4,7 @@
 #include "base/handle.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/config_vars.h"
 #include "common/wire.h"
 #include "shm/shm.h"
 
@@ -220,6 +221,7 @@ Status comm_attach_views(Comm* c) {
   c->chunks = base + c->layout.chunks_off;
   c->last_progress_ns = c->last_check_ns = now_ns();
   c->spin_limit = cfg_spin_before_yield();
+  c->timeout_ms = params::timeout_ms();
   c->large = large_mode();
   c->cma_min = cma_threshold();
   c->stream_min = cfg_stream_min();

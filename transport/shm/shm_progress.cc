@@ -268,7 +268,7 @@ Status check_peer(Comm* c, int64_t now) {
   if (closed != 0)
     return set_error_quiet(Status::kRemote, "%s closed the shm connection",
                      peer_name(c).c_str());
-  if (now - c->last_progress_ns > params::timeout_ms() * 1000000)
+  if (now - c->last_progress_ns > c->timeout_ms * 1000000)
     return set_error_quiet(Status::kTimeout,
                      "no progress with %s for %.1f s over shm (ZCX_TIMEOUT); the peer is "
                      "alive but not sending or receiving", peer_name(c).c_str(),

@@ -115,6 +115,8 @@ struct CommBase {
   uint32_t conn_id = 0;
   uint32_t seq = 0;                    // next sequence number
   int64_t last_activity_ns = 0;
+  int64_t timeout_ms = 0;              // ZCX_TIMEOUT, read once per comm (not per test)
+  bool use_memh = false;               // ZCX_UCX_USE_MEMH, read once per comm
   Request* live = nullptr;             // intrusive list of requests not yet done
   std::vector<Request*> spare;         // finished requests kept for reuse
   StickyError failure;                 // the first failure, reported by every later call

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/config_vars.h"
 #include "common/wire.h"
+#include "ucx/ucx_config.h"
 
 #include <sys/socket.h>
 
@@ -56,6 +57,8 @@ CommBase* make_comm(Ctx* ctx, UniqueFd sock, const zcx_peer_info_t& who, uint32_
   c->conn_id = conn_id;
   c->is_send = is_send;
   c->last_activity_ns = now_ns();
+  c->timeout_ms = zcx::params::timeout_ms();
+  c->use_memh = ucx::params::use_memh.get();
   return c;
 }
 

@@ -46,9 +46,9 @@ void request_put(Request* r) {
   c->spare.push_back(r);
 }
 
-ucp_request_param_t op_param(Mr* mr, ucp_tag_recv_info_t* info) {
+ucp_request_param_t op_param(const CommBase* c, Mr* mr, ucp_tag_recv_info_t* info) {
   ucp_request_param_t param{};
-  if (mr != nullptr && params::use_memh.get()) {
+  if (mr != nullptr && c->use_memh) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
     param.memh = mr->memh;
   }
@@ -112,7 +112,7 @@ Status group_progress(Request* r) {
     if (info.length > r->sizes[i]) return fail_status(c, UCS_ERR_MESSAGE_TRUNCATED, r->sizes[i]);
     r->matched[i] = true;
     // The probe told the length; UCX 1.13 does not fill recv_info on immediate completion.
-    ucp_request_param_t param = op_param(nullptr, nullptr);
+    ucp_request_param_t param = op_param(c, nullptr, nullptr);
     ucs_status_ptr_t p = api.tag_msg_recv_nbx(c->ctx->worker, r->data[i], r->sizes[i], msg, &param);
     if (UCS_PTR_IS_ERR(p)) return fail_status(c, UCS_PTR_STATUS(p), r->sizes[i]);
     r->ucp[i] = p;
@@ -195,12 +195,12 @@ Status check_stalled(Request* r) {
     ZCX_TRY(check_peer_closed(r));
   }
   int64_t since = std::max(r->posted_ns, c->last_activity_ns);
-  if (now - since <= zcx::params::timeout_ms() * 1000000) return Status::kSuccess;
+  if (now - since <= c->timeout_ms * 1000000) return Status::kSuccess;
   if (!c->failure.has()) {
     Status st = set_error(Status::kTimeout, kLog, "ucx: no progress %s %s for ZCX_TIMEOUT "
                           "(%lld ms): is it alive and still calling zcx?",
                           c->is_send ? "sending to" : "receiving from", c->peer.text().c_str(),
-                          static_cast<long long>(zcx::params::timeout_ms()));
+                          static_cast<long long>(c->timeout_ms));
     c->failure.record(st, last_error());
   }
   return c->failure.raise();
@@ -220,7 +220,7 @@ Status isend(SendComm* c, void* data, size_t size, int tag, Mr* mr, Request** ou
       return s;
     }
   }
-  ucp_request_param_t param = op_param(mr, nullptr);
+  ucp_request_param_t param = op_param(c, mr, nullptr);
   ucs_status_ptr_t p = c->ctx->api->tag_send_nbx(c->ep, data, size,
                                                  data_tag(c->conn_id, tag, c->seq), &param);
   if (UCS_PTR_IS_ERR(p)) return fail_status(c, UCS_PTR_STATUS(p), size);
@@ -255,7 +255,7 @@ Status irecv(RecvComm* c, int n, void** data, size_t* sizes, int* tags, Mr** mrs
     if (ok(s) && !all_claimed(r)) c->ctx->groups.push_back(r);
     return s;
   }
-  ucp_request_param_t param = op_param(mrs != nullptr ? mrs[0] : nullptr, nullptr);
+  ucp_request_param_t param = op_param(c, mrs != nullptr ? mrs[0] : nullptr, nullptr);
   // Always a request: UCX 1.13 does not fill recv_info when a receive completes at once.
   param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   ucs_status_ptr_t p = c->ctx->api->tag_recv_nbx(
