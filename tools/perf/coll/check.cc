@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string_view>
 
 namespace zcx::perf {
 namespace {
@@ -23,10 +22,16 @@ size_t input_elems(const Placement& p) { return p.shape.send; }
 size_t output_elems(const Placement& p) { return p.shape.recv; }
 
 template <class T>
+T sentinel() {
+  T t;
+  std::memset(&t, kSentinel, sizeof t);
+  return t;
+}
+
+template <class T>
 void fill_input(const Placement& p, const Pattern& pattern, const CollBuffers& b) {
   const CollCall& c = p.call;
-  bool is_broadcast = std::string_view(p.op->name) == "broadcast";
-  if (is_broadcast && c.rank != c.root) return;  // only the root's input is read
+  if (p.op->kind == CollKind::kBroadcast && c.rank != c.root) return;  // only the root's is read
   T* in = static_cast<T*>(const_cast<void*>(send_ptr(p, b)));
   for (size_t j = 0; j < input_elems(p); ++j) in[j] = value<T>(pattern, c.rank, j);
 }
@@ -35,22 +40,22 @@ void fill_input(const Placement& p, const Pattern& pattern, const CollBuffers& b
 template <class T>
 T expected(const Placement& p, const Pattern& pattern, size_t j) {
   const CollCall& c = p.call;
-  std::string_view name = p.op->name;
   size_t block = p.shape.param;
-  if (name == "allreduce") return reduced<T>(pattern, c.nranks, j, c.redop);
-  if (name == "reduce") {
-    if (c.rank == c.root) return reduced<T>(pattern, c.nranks, j, c.redop);
-    if (p.in_place) return value<T>(pattern, c.rank, j);  // the input, untouched
-    T untouched;
-    std::memset(&untouched, kSentinel, sizeof untouched);
-    return untouched;
+  switch (p.op->kind) {
+    case CollKind::kAllreduce: return reduced<T>(pattern, c.nranks, j, c.redop);
+    case CollKind::kReduce:
+      if (c.rank == c.root) return reduced<T>(pattern, c.nranks, j, c.redop);
+      if (p.in_place) return value<T>(pattern, c.rank, j);  // the input, untouched
+      return sentinel<T>();
+    case CollKind::kBroadcast: return value<T>(pattern, c.root, j);
+    case CollKind::kAllgather: return value<T>(pattern, static_cast<int>(j / block), j % block);
+    case CollKind::kReducescatter:
+      return reduced<T>(pattern, c.nranks, c.rank * block + j, c.redop);
+    case CollKind::kAlltoall:
+      return value<T>(pattern, static_cast<int>(j / block), c.rank * block + j % block);
+    case CollKind::kSendrecv: break;
   }
-  if (name == "broadcast") return value<T>(pattern, c.root, j);
-  if (name == "allgather") return value<T>(pattern, static_cast<int>(j / block), j % block);
-  if (name == "reducescatter") return reduced<T>(pattern, c.nranks, c.rank * block + j, c.redop);
-  if (name == "alltoall")
-    return value<T>(pattern, static_cast<int>(j / block), c.rank * block + j % block);
-  return value<T>(pattern, (c.rank + c.nranks - 1) % c.nranks, j);  // sendrecv
+  return value<T>(pattern, (c.rank + c.nranks - 1) % c.nranks, j);
 }
 
 template <class T>

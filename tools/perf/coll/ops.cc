@@ -65,14 +65,14 @@ zcx_status_t run_sendrecv(const void* s, void* r, size_t count, const CollCall& 
 }
 
 constexpr CollOp kOps[] = {
-    {"allreduce", true, false, same_count, false, allreduce_factor, run_allreduce, true},
-    {"broadcast", false, true, same_count, false, one, run_broadcast, true},
-    {"reduce", true, true, same_count, false, one, run_reduce, true},
-    {"allgather", false, false, allgather_shape, true, gather_factor, run_allgather, true},
-    {"reducescatter", true, false, reducescatter_shape, true, gather_factor, run_reducescatter,
+    {"allreduce", CollKind::kAllreduce, true, false, same_count, false, allreduce_factor, run_allreduce, true},
+    {"broadcast", CollKind::kBroadcast, false, true, same_count, false, one, run_broadcast, true},
+    {"reduce", CollKind::kReduce, true, true, same_count, false, one, run_reduce, true},
+    {"allgather", CollKind::kAllgather, false, false, allgather_shape, true, gather_factor, run_allgather, true},
+    {"reducescatter", CollKind::kReducescatter, true, false, reducescatter_shape, true, gather_factor, run_reducescatter,
      true},
-    {"alltoall", false, false, alltoall_shape, true, gather_factor, run_alltoall, true},
-    {"sendrecv", false, false, same_count, false, one, run_sendrecv, false},
+    {"alltoall", CollKind::kAlltoall, false, false, alltoall_shape, true, gather_factor, run_alltoall, true},
+    {"sendrecv", CollKind::kSendrecv, false, false, same_count, false, one, run_sendrecv, false},
 };
 
 }  // namespace

@@ -27,8 +27,12 @@ struct CollCall {
   int root = 0;
 };
 
+enum class CollKind { kAllreduce, kBroadcast, kReduce, kAllgather, kReducescatter, kAlltoall,
+                      kSendrecv };
+
 struct CollOp {
   const char* name;
+  CollKind kind;
   bool reduces;  // takes a reduction op (the "redop" column; "none" otherwise)
   bool rooted;   // takes a root (the "root" column; -1 otherwise)
   // `count` = S / element size, as nccl-tests' getCollByteCount.
