@@ -51,7 +51,8 @@ bool same_arguments(zcx_comm_t comm, const std::vector<std::string>& args, std::
   uint64_t lo = fingerprint(args), hi = lo;
   if (zcx_allreduce(&lo, &lo, 1, ZCX_UINT64, ZCX_MIN, comm, nullptr) != ZCX_SUCCESS ||
       zcx_allreduce(&hi, &hi, 1, ZCX_UINT64, ZCX_MAX, comm, nullptr) != ZCX_SUCCESS) {
-    *error = std::string("comparing the options of the ranks failed: ") + zcx_get_last_error();
+    *error = std::string("the first collective (comparing the options of the ranks) failed: ") +
+             zcx_get_last_error();
     return false;
   }
   if (lo != hi) *error = "the ranks got different options; every rank must get the same ones";
