@@ -107,6 +107,24 @@ std::string Comm::peer_name(int peer) const {
   return buf;
 }
 
+// Members on this host (same host name, as the hierarchical algorithms assume) are watched
+// through their pids from the bootstrap; members elsewhere are not (their links report it).
+int Comm::dead_member() {
+  if (watches_.empty()) watches_.resize(world_.size());
+  for (int r = 0; r < nranks(); ++r) {
+    if (r == rank_ || host_of_[r] != host_of_[rank_]) continue;
+    if (!watches_[r]) {
+      auto w = std::make_unique<ProcessWatch>();
+      const int pid = ctx_->bootstrap().pid(world_[r]);
+      if (pid <= 0) continue;
+      if (w->open(pid) != Status::kSuccess) return r;  // exited before we looked
+      watches_[r] = std::move(w);
+    }
+    if (!watches_[r]->alive()) return r;
+  }
+  return -1;
+}
+
 Status Comm::check_usable() {
   if (err_.has()) return err_.raise();
   return Status::kSuccess;

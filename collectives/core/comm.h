@@ -8,6 +8,7 @@
 
 #include "algorithms/algorithms.h"
 #include "base/context.h"
+#include "common/proc_watch.h"
 #include "core/desc.h"
 #include "schedule/executor.h"
 #include "schedule/schedule.h"
@@ -62,6 +63,7 @@ class Comm final : public PeerLinks {
   Status endpoint(int peer, Endpoint** ep) override;
   Context& context() override { return *ctx_; }
   std::string peer_name(int peer) const override;
+  int dead_member() override;
 
  private:
   Comm() = default;
@@ -93,6 +95,8 @@ class Comm final : public PeerLinks {
   int64_t timeout_ms_ = 0;
   std::unordered_map<uint64_t, Choice> choices_;  // (bytes, collective) -> selector's choice
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
+  // Process watches of the members on this host (opened on the first stall).
+  std::vector<std::unique_ptr<ProcessWatch>> watches_;
 };
 
 }  // namespace zcx::coll

@@ -171,8 +171,24 @@ Status Executor::progress(bool* done) {
   // The clock is read once per 32 idle calls: on the small-message path it was a visible
   // share of each operation, and the timeout is seconds long.
   if (*done || (++idle_calls_ & 31) != 0) return Status::kSuccess;
-  if (now_ns() - last_progress_ns_ > timeout_ms_ * 1000000) return timeout_error();
-  return Status::kSuccess;
+  const int64_t now = now_ns();
+  if (now - last_progress_ns_ > timeout_ms_ * 1000000) return timeout_error();
+  return check_members(now);
+}
+
+// A rank that dies is seen at once only by the ranks linked to it; the others stall behind
+// their neighbours. After a second without progress (and then twice a second) the stalled
+// rank asks which member has exited, so that every survivor names the dead rank well
+// within ZCX_TIMEOUT — not a neighbour that merely stopped.
+Status Executor::check_members(int64_t now) {
+  constexpr int64_t kFirstCheckNs = 1'000'000'000, kRecheckNs = 500'000'000;
+  if (now - last_progress_ns_ < kFirstCheckNs || now < next_member_check_ns_)
+    return Status::kSuccess;
+  next_member_check_ns_ = now + kRecheckNs;
+  const int dead = links_->dead_member();
+  if (dead < 0) return Status::kSuccess;
+  return set_error(Status::kRemote, kLogColl, "%s: %s died (its process exited); %s",
+                   what().c_str(), links_->peer_name(dead).c_str(), waiting_for().c_str());
 }
 
 std::string Executor::what() const { return desc_describe(desc_); }
@@ -183,16 +199,20 @@ Status Executor::fail(Status st, const Task& t, const char* action) {
                    links_->peer_name(t.peer).c_str(), cause.c_str());
 }
 
-Status Executor::timeout_error() const {
+std::string Executor::waiting_for() const {
   std::set<int> peers;
   for (int i : inflight_) peers.insert(sched_->tasks()[i].peer);
   std::string list;
   for (int p : peers) list += (list.empty() ? "" : ", ") + links_->peer_name(p);
-  if (list.empty()) list = "(no transfer in flight: waiting on a local step)";
+  if (list.empty()) return "(no transfer in flight: waiting on a local step)";
+  return "waiting for " + list;
+}
+
+Status Executor::timeout_error() const {
   return set_error(Status::kTimeout, kLogColl,
-                   "%s: no progress for %.1f s (ZCX_TIMEOUT); waiting for %s — has that rank "
-                   "reached this operation, and is it alive?",
-                   what().c_str(), timeout_ms_ / 1000.0, list.c_str());
+                   "%s: no progress for %.1f s (ZCX_TIMEOUT); %s — has that rank reached this "
+                   "operation, and is it alive?",
+                   what().c_str(), timeout_ms_ / 1000.0, waiting_for().c_str());
 }
 
 }  // namespace zcx::coll

@@ -22,6 +22,9 @@ class PeerLinks {
   virtual Status endpoint(int peer, Endpoint** ep) = 0;  // lazy connection
   virtual Context& context() = 0;
   virtual std::string peer_name(int peer) const = 0;     // "rank 3 (hostB)"
+  // A member whose process is known to have exited (checked while an operation stalls, so
+  // that ranks not linked to a dead rank still name it), or -1.
+  virtual int dead_member() { return -1; }
 };
 
 class Executor {
@@ -51,6 +54,7 @@ class Executor {
   Status fail(Status st, const Task& t, const char* action);
   Status timeout_error() const;
   std::string what() const;  // "allreduce #7 on comm 'world'", built only for messages
+  std::string waiting_for() const;  // "waiting for rank 3 of 'world' (...)"
 
   const Schedule* sched_;
   PeerLinks* links_;
@@ -63,8 +67,11 @@ class Executor {
   std::vector<int> inflight_;
   size_t next_ = 0;
   int64_t last_progress_ns_;
+  Status check_members(int64_t now);
+
   int64_t timeout_ms_;
   uint32_t idle_calls_ = 0;
+  int64_t next_member_check_ns_ = 0;
 };
 
 }  // namespace zcx::coll

@@ -16,6 +16,7 @@
 
 #include "base/provider.h"
 #include "common/fd.h"
+#include "common/proc_watch.h"
 #include "common/status.h"
 
 #include <atomic>
@@ -112,16 +113,7 @@ Status segment_check(int fd, size_t bytes);
 Status host_boot_id(uint8_t out[16]);
 
 // Liveness of the peer process through a pidfd (never through its memory).
-class PeerWatch {
- public:
-  Status open(int pid);
-  bool alive() const;  // false once the process has exited
-  int pid() const { return pid_; }
-
- private:
-  UniqueFd pidfd_;
-  int pid_ = -1;
-};
+using PeerWatch = ::zcx::ProcessWatch;
 
 // Provider context (one per zcx_provider_init_t).
 struct Context {

@@ -132,22 +132,4 @@ Status host_boot_id(uint8_t out[16]) {
   return Status::kSuccess;
 }
 
-Status PeerWatch::open(int pid) {
-  pid_ = pid;
-  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0 && errno == ESRCH)
-    return set_error(Status::kRemote, kLogShm, "peer process %d has already exited", pid);
-  if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
-  pidfd_.reset(fd);  // without pidfd (old kernels) alive() falls back to kill(pid, 0)
-  return Status::kSuccess;
-}
-
-bool PeerWatch::alive() const {
-  if (pid_ <= 0) return true;
-  if (!pidfd_.valid()) return kill(pid_, 0) == 0 || errno != ESRCH;
-  pollfd p{pidfd_.get(), POLLIN, 0};
-  int rc = poll(&p, 1, 0);
-  return !(rc > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)));
-}
-
 }  // namespace zcx::shm
