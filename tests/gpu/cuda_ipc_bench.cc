@@ -81,7 +81,11 @@ int bench_main(int iters) {
   for (int r = 0; r < 2; ++r)
     if (b->error[r][0]) std::printf("error: %s\n", b->error[r]);
   // CUDA is initialised in this process only after the ranks have been forked.
-  (void)cuda_shim()->set_device(0);
+  std::string why;
+  if (cuda_shim_load(&why) == nullptr || cuda_shim()->set_device(0) != cudaSuccess) {
+    std::printf("error: CUDA in the bench process: %s\n", why.c_str());
+    return 1;
+  }
   std::printf("%12s  %-36s  %-36s\n", "bytes", "cuda_ipc GB/s median (min-max)",
               "cudaMemcpy D2D GB/s median (min-max)");
   for (size_t si = 0; si < std::size(kSizes) && failed == 0; ++si) {

@@ -101,6 +101,8 @@ class ReduceCudaTest : public ::testing::TestWithParam<std::tuple<int, int>> {
  protected:
   void SetUp() override {
     ZCX_REQUIRE_GPUS(1);
+    std::string why;  // the probe loaded CUDA in a child; this process loads it now
+    ASSERT_NE(cuda_shim_load(&why), nullptr) << why;
     ASSERT_EQ(cudaSuccess, cuda_shim()->set_device(0));
   }
 };
