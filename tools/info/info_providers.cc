@@ -7,6 +7,9 @@
 
 #include <zcx/config.h>
 #include <zcx/zcx.h>
+#if ZCX_HAVE_CUDA
+#include "common/dl/cuda_shim.h"
+#endif
 
 #include <cstdio>
 #include <string>
@@ -39,6 +42,11 @@ void print_features() {
   std::printf("build features: verbs=%s ucx=%s cuda=%s mpi=%s\n", ZCX_HAVE_VERBS ? "yes" : "no",
               ZCX_HAVE_UCX ? "yes" : "no", ZCX_HAVE_CUDA ? "yes" : "no",
               ZCX_HAVE_MPI ? "yes" : "no");
+#if ZCX_HAVE_CUDA
+  std::printf("cuda: %s\n", cuda_shim_describe().c_str());
+#else
+  std::printf("cuda: not built (ZCX_WITH_CUDA=OFF or no toolkit)\n");
+#endif
 }
 
 void print_device(const zcx_provider_ops_t* ops, void* ctx, int dev) {

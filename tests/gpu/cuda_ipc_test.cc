@@ -1,0 +1,140 @@
+// Multi-process conformance of the cuda_ipc provider: 2 and 4 forked ranks sharing the
+// GPU(s) in a full mesh, device buffers from cudaMalloc (legacy IPC handles) and from
+// cuMemCreate (POSIX-fd VMM handles), sizes 0 B to 64 MiB, several messages per peer in
+// flight, every byte verified on the host. Skips, with the reason, where there is no GPU.
+#include "cuda_ipc_util.h"
+#include "gpu_test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace zcx::gpu_test {
+namespace {
+
+constexpr size_t kSizes[] = {0, 1, 4093, size_t(1) << 20, size_t(64) << 20};
+constexpr int kPerPeer = 3;
+
+uint8_t pattern(int src, int dst, size_t size, int k, size_t i) {
+  return static_cast<uint8_t>(src * 131 + dst * 17 + size * 7 + k * 29 + i * 13 + (i >> 9));
+}
+
+std::vector<uint8_t> expected(int src, int dst, size_t size, int k) {
+  std::vector<uint8_t> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = pattern(src, dst, size, k, i);
+  return v;
+}
+
+struct Transfer {
+  std::unique_ptr<DeviceBuffer> buf;
+  int peer = 0, k = 0;
+};
+
+// Posts every receive and send of one size, waits, and verifies what arrived.
+int round_trip(Board* b, int rank, int n, int dev, Alloc alloc, Mesh& m, size_t size) {
+  const CudaApi* api = cuda_shim();
+  std::vector<Transfer> recvs, sends;
+  std::vector<void*> reqs;
+  for (int j = 0; j < n; ++j)
+    for (int k = 0; j != rank && k < kPerPeer; ++k) {
+      recvs.push_back({std::make_unique<DeviceBuffer>(alloc, dev, size), j, k});
+      sends.push_back({std::make_unique<DeviceBuffer>(alloc, dev, size), j, k});
+      if (!recvs.back().buf->ok() || !sends.back().buf->ok()) return fail(b, rank, "alloc");
+      std::vector<uint8_t> src = expected(rank, j, size, k);
+      if (size && api->copy(sends.back().buf->data(), src.data(), size, cudaMemcpyHostToDevice))
+        return fail(b, rank, "fill");
+    }
+  for (Transfer& t : recvs) {
+    void* data = t.buf->data();
+    size_t cap = size;
+    reqs.push_back(nullptr);
+    if (ipc_ops()->irecv(m.rc[t.peer], 1, &data, &cap, nullptr, nullptr, &reqs.back()) ||
+        reqs.back() == nullptr)
+      return fail(b, rank, "irecv");
+  }
+  for (Transfer& t : sends) {
+    reqs.push_back(nullptr);
+    if (ipc_ops()->isend(m.sc[t.peer], t.buf->data(), size, 0, nullptr, &reqs.back()) ||
+        reqs.back() == nullptr)
+      return fail(b, rank, "isend");
+  }
+  std::vector<size_t> got;
+  if (!wait_all(reqs, &got)) return fail(b, rank, "transfer of " + std::to_string(size));
+  std::vector<uint8_t> host(size);
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    if (got[i] != size) return fail(b, rank, "received size " + std::to_string(got[i]));
+    if (size && api->copy(host.data(), recvs[i].buf->data(), size, cudaMemcpyDeviceToHost))
+      return fail(b, rank, "read back");
+    if (host != expected(recvs[i].peer, rank, size, recvs[i].k))
+      return fail(b, rank, "data from rank " + std::to_string(recvs[i].peer) + " differs");
+  }
+  return 0;
+}
+
+int rank_main(Board* b, int rank, int n, Alloc alloc) {
+  int ndev = 0;
+  if (cuda_device_count(nullptr) <= 0) return fail(b, rank, "no device in the child");
+  (void)cuda_shim()->get_device_count(&ndev);
+  int dev = rank % ndev;
+  if (cuda_shim()->set_device(dev) != cudaSuccess) return fail(b, rank, "cudaSetDevice");
+  Mesh m;
+  if (!mesh_connect(b, rank, n, dev, &m)) return 1;
+  int gen = 0;
+  for (size_t size : kSizes) {
+    if (round_trip(b, rank, n, dev, alloc, m, size) != 0) return 1;
+    // Nobody frees buffers a peer may still be copying into before everyone is done.
+    if (!board_barrier(b, n, ++gen)) return fail(b, rank, "barrier");
+  }
+  return 0;
+}
+
+class CudaIpcTest : public ::testing::TestWithParam<std::tuple<int, Alloc>> {};
+
+TEST_P(CudaIpcTest, MeshExchangeVerified) {
+  ZCX_REQUIRE_GPUS(1);
+  ASSERT_NE(ipc_ops(), nullptr) << "the cuda_ipc provider is not built";
+  int n = std::get<0>(GetParam());
+  Alloc alloc = std::get<1>(GetParam());
+  Board* b = board_new();
+  ASSERT_NE(b, nullptr);
+  int failed = run_ranks(n, [&](int r) { return rank_main(b, r, n, alloc); }, 110000);
+  for (int r = 0; r < n; ++r)
+    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
+  EXPECT_EQ(failed, 0);
+  board_free(b);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RanksAndAllocators, CudaIpcTest,
+    ::testing::Combine(::testing::Values(2, 4),
+                       ::testing::Values(Alloc::kCudaMalloc, Alloc::kVmm)),
+    [](const auto& info) {
+      return std::to_string(std::get<0>(info.param)) + "ranks_" +
+             (std::get<1>(info.param) == Alloc::kVmm ? "vmm" : "cudamalloc");
+    });
+
+// Without a GPU the provider still loads, reports 0 devices and refuses a device it does not
+// have. Runs in a forked child so this process never initialises CUDA before other tests fork.
+TEST(CudaIpcAnyHost, ReportsDevicesAndRejectsMissingDevice) {
+  ASSERT_NE(ipc_ops(), nullptr) << "the cuda_ipc provider is not built";
+  Board* b = board_new();
+  ASSERT_NE(b, nullptr);
+  int failed = run_ranks(1, [&](int) {
+    const zcx_provider_ops_t* ops = ipc_ops();
+    zcx_provider_init_t self{};
+    self.size = sizeof self;
+    void* ctx = nullptr;
+    if (ops->init(&self, &ctx) != ZCX_SUCCESS) return fail(b, 0, "init");
+    int ndev = -1;
+    if (ops->devices(ctx, &ndev) != ZCX_SUCCESS || ndev < 0) return fail(b, 0, "devices");
+    uint8_t handle[ZCX_HANDLE_BYTES];
+    void* lc = nullptr;
+    if (ops->listen(ctx, ndev, handle, &lc) != ZCX_ERR_INVALID_ARG)
+      return fail(b, 0, "listen on a missing device was accepted");
+    return ops->finalize(ctx) == ZCX_SUCCESS ? 0 : fail(b, 0, "finalize");
+  }, 30000);
+  if (b->error[0][0]) ADD_FAILURE() << b->error[0];
+  EXPECT_EQ(failed, 0);
+  board_free(b);
+}
+
+}  // namespace
+}  // namespace zcx::gpu_test

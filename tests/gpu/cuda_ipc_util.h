@@ -1,0 +1,220 @@
+// Multi-process helpers for the cuda_ipc test and bench: forked ranks sharing the GPUs,
+// handles exchanged through a shared anonymous board, device buffers allocated either with
+// cudaMalloc (legacy IPC) or with cuMemCreate + POSIX-fd handle type (VMM).
+#pragma once
+
+#include "base/provider.h"
+#include "base/registry.h"
+#include "common/clock.h"
+#include "common/dl/cuda_shim.h"
+#include "common/socket.h"
+#include "common/status.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zcx::gpu_test {
+
+inline constexpr int kMaxRanks = 4;
+
+inline const zcx_provider_ops_t* ipc_ops() { return provider_find("cuda_ipc"); }
+
+struct Board {
+  uint8_t handle[kMaxRanks][kMaxRanks][ZCX_HANDLE_BYTES];  // [listener][connector]
+  std::atomic<int> published;
+  std::atomic<int> arrived;
+  char error[kMaxRanks][256];
+};
+
+inline Board* board_new() {
+  void* p = mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : new (p) Board{};
+}
+inline void board_free(Board* b) { munmap(b, sizeof(Board)); }
+
+inline int fail(Board* b, int rank, const std::string& what) {
+  std::snprintf(b->error[rank], sizeof(b->error[rank]), "rank %d: %s (%s)", rank, what.c_str(),
+                last_error());
+  return 1;
+}
+
+// Simple barrier over the board (each use needs its own generation).
+inline bool board_barrier(Board* b, int n, int generation, int ms = 30000) {
+  b->arrived.fetch_add(1);
+  Deadline dl = Deadline::after_ms(ms);
+  while (b->arrived.load() < n * generation)
+    if (dl.expired()) return false;
+  return true;
+}
+
+struct Mesh {
+  void* ctx = nullptr;
+  void* lc[kMaxRanks] = {};
+  void* sc[kMaxRanks] = {};
+  void* rc[kMaxRanks] = {};
+  int n = 0;
+  ~Mesh() {
+    for (int j = 0; j < n; ++j) {
+      if (sc[j] != nullptr) (void)ipc_ops()->close_send(sc[j]);
+      if (rc[j] != nullptr) (void)ipc_ops()->close_recv(rc[j]);
+      if (lc[j] != nullptr) (void)ipc_ops()->close_listen(lc[j]);
+    }
+    if (ctx != nullptr) (void)ipc_ops()->finalize(ctx);
+  }
+};
+
+inline bool mesh_connect(Board* b, int rank, int n, int dev, Mesh* m) {
+  zcx_provider_init_t self{};
+  self.size = sizeof self;
+  self.rank = rank;
+  self.nranks = n;
+  self.secret = 0x5eed;
+  std::snprintf(self.host, sizeof self.host, "%s", local_host_name().c_str());
+  m->n = n;
+  if (ipc_ops()->init(&self, &m->ctx) != ZCX_SUCCESS) return fail(b, rank, "init"), false;
+  for (int j = 0; j < n; ++j)
+    if (j != rank && ipc_ops()->listen(m->ctx, dev, b->handle[rank][j], &m->lc[j]) != ZCX_SUCCESS)
+      return fail(b, rank, "listen"), false;
+  b->published.fetch_add(1);
+  Deadline dl = Deadline::after_ms(30000);
+  while (b->published.load() < n)
+    if (dl.expired()) return fail(b, rank, "peers never published handles"), false;
+  for (int left = 2 * (n - 1); left > 0;) {
+    if (dl.expired()) return fail(b, rank, "connection set-up timed out"), false;
+    for (int j = 0; j < n; ++j) {
+      if (j == rank) continue;
+      if (m->sc[j] == nullptr) {
+        if (ipc_ops()->connect(m->ctx, dev, b->handle[j][rank], &m->sc[j]) != ZCX_SUCCESS)
+          return fail(b, rank, "connect"), false;
+        left -= m->sc[j] != nullptr;
+      }
+      if (m->rc[j] == nullptr) {
+        if (ipc_ops()->accept(m->lc[j], &m->rc[j]) != ZCX_SUCCESS)
+          return fail(b, rank, "accept"), false;
+        left -= m->rc[j] != nullptr;
+      }
+    }
+  }
+  return true;
+}
+
+// Polls every request to completion (bounded); sizes[i] gets each request's size.
+inline bool wait_all(std::vector<void*>& reqs, std::vector<size_t>* sizes, int ms = 60000) {
+  Deadline dl = Deadline::after_ms(ms);
+  if (sizes) sizes->assign(reqs.size(), 0);
+  for (size_t left = reqs.size(); left > 0;) {
+    if (dl.expired()) return false;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i] == nullptr) continue;
+      int done = 0;
+      size_t sz = 0;
+      if (ipc_ops()->test(reqs[i], &done, &sz) != ZCX_SUCCESS) return false;
+      if (!done) continue;
+      if (sizes) (*sizes)[i] = sz;
+      reqs[i] = nullptr;
+      --left;
+    }
+  }
+  return true;
+}
+
+enum class Alloc { kCudaMalloc, kVmm };
+
+// A device buffer; VMM ones are exportable as POSIX fds.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Alloc kind, int dev, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* data() const { return ptr_; }
+  bool ok() const { return ptr_ != nullptr || bytes_ == 0; }
+
+ private:
+  Alloc kind_;
+  size_t bytes_ = 0, mapped_ = 0;
+  uint8_t* ptr_ = nullptr;
+  CUmemGenericAllocationHandle handle_{};
+};
+
+inline DeviceBuffer::DeviceBuffer(Alloc kind, int dev, size_t bytes) : kind_(kind), bytes_(bytes) {
+  const CudaApi* api = cuda_shim();
+  if (bytes == 0) return;
+  if (kind == Alloc::kCudaMalloc) {
+    void* p = nullptr;
+    if (api->mem_alloc(&p, bytes) == cudaSuccess) ptr_ = static_cast<uint8_t*>(p);
+    return;
+  }
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t gran = 0;
+  if (api->cu_mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+      CUDA_SUCCESS)
+    return;
+  size_t want = (bytes + gran - 1) / gran * gran;
+  CUdeviceptr p = 0;
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (api->cu_mem_create(&handle_, want, &prop, 0) != CUDA_SUCCESS) return;
+  mapped_ = want;  // from here on the destructor releases handle_
+  if (api->cu_mem_address_reserve(&p, mapped_, 0, 0, 0) != CUDA_SUCCESS) return;
+  if (api->cu_mem_map(p, mapped_, 0, handle_, 0) != CUDA_SUCCESS ||
+      api->cu_mem_set_access(p, mapped_, &access, 1) != CUDA_SUCCESS) {
+    (void)api->cu_mem_address_free(p, mapped_);
+    return;
+  }
+  ptr_ = reinterpret_cast<uint8_t*>(p);
+}
+
+inline DeviceBuffer::~DeviceBuffer() {
+  const CudaApi* api = cuda_shim();
+  if (kind_ == Alloc::kCudaMalloc) {
+    if (ptr_ != nullptr) (void)api->mem_free(ptr_);
+    return;
+  }
+  if (ptr_ != nullptr) {
+    (void)api->cu_mem_unmap(reinterpret_cast<CUdeviceptr>(ptr_), mapped_);
+    (void)api->cu_mem_address_free(reinterpret_cast<CUdeviceptr>(ptr_), mapped_);
+  }
+  if (mapped_ != 0) (void)api->cu_mem_release(handle_);
+}
+
+// Forks n ranks running fn(rank) and waits up to ms; kills them all on timeout. Returns the
+// number of ranks that failed.
+inline int run_ranks(int n, const std::function<int(int)>& fn, int ms) {
+  pid_t pids[kMaxRanks];
+  for (int r = 0; r < n; ++r) {
+    pids[r] = fork();
+    if (pids[r] == 0) _exit(fn(r));
+  }
+  int failed = 0;
+  Deadline dl = Deadline::after_ms(ms);
+  for (int r = 0; r < n; ++r) {
+    int status = 0;
+    pid_t got = 0;
+    while ((got = waitpid(pids[r], &status, WNOHANG)) == 0 && !dl.expired()) usleep(1000);
+    if (got == 0) {
+      for (int k = 0; k < n; ++k) kill(pids[k], SIGKILL);
+      waitpid(pids[r], &status, 0);
+      ++failed;
+      continue;
+    }
+    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  return failed;
+}
+
+}  // namespace zcx::gpu_test

@@ -1,0 +1,67 @@
+// Helpers for the GPU tests. They compile in every CUDA-enabled build and skip, with the
+// reason printed, where no GPU (or no driver) exists.
+//
+// The probe runs in a forked child: initialising CUDA in the test process before it forks
+// its ranks would leave the children with an unusable driver state.
+#pragma once
+
+#include "common/clock.h"
+#include "common/dl/cuda_shim.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace zcx::gpu_test {
+
+struct Probe {
+  int ndev = 0;
+  char why[256] = {};
+};
+
+// Devices a child process sees through the CUDA shim, and why there are none.
+inline Probe probe_gpus() {
+  void* p = mmap(nullptr, sizeof(Probe), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
+  if (p == MAP_FAILED) return Probe{0, "mmap for the GPU probe failed"};
+  auto* shared = new (p) Probe{};
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string why;
+    shared->ndev = cuda_device_count(&why);
+    std::snprintf(shared->why, sizeof shared->why, "%s", why.c_str());
+    _exit(0);
+  }
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  Probe out = *shared;
+  if (pid < 0) std::snprintf(out.why, sizeof out.why, "fork for the GPU probe failed");
+  munmap(p, sizeof(Probe));
+  return out;
+}
+
+// Cached per test binary.
+inline const Probe& gpus() {
+  static const Probe probe = probe_gpus();
+  return probe;
+}
+
+}  // namespace zcx::gpu_test
+
+// Skips the current test when fewer than `n` GPUs are visible, printing why.
+#define ZCX_REQUIRE_GPUS(n)                                                              \
+  do {                                                                                   \
+    const auto& zcx_probe_ = ::zcx::gpu_test::gpus();                                    \
+    if (zcx_probe_.ndev < (n)) {                                                         \
+      std::printf("[  SKIPPED ] needs %d CUDA device(s), found %d: %s\n", (n),           \
+                  zcx_probe_.ndev, zcx_probe_.why);                                      \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), found " << zcx_probe_.ndev    \
+                   << ": " << zcx_probe_.why;                                            \
+    }                                                                                    \
+  } while (0)

@@ -1,0 +1,213 @@
+#include "common/dl/cuda_shim.h"
+
+#include "common/config.h"
+#include "common/dl/dl.h"
+#include "common/log.h"
+
+#include <cstdio>
+#include <mutex>
+
+namespace zcx {
+namespace {
+
+const config::StringParam driver_library{"ZCX_CUDA_DRIVER_LIBRARY", "libcuda.so.1",
+    "The CUDA driver library that libzcx loads at run time (never linked)."};
+const config::StringParam runtime_library{"ZCX_CUDA_RUNTIME_LIBRARY", "libcudart.so.13",
+    "The CUDA runtime library that libzcx loads at run time (never linked); it must be the "
+    "major version zcx was built with."};
+
+struct Loaded {
+  std::mutex mu;
+  DlLibrary driver;
+  DlLibrary runtime;
+  CudaApi api{};
+  const CudaApi* ready = nullptr;
+};
+
+Loaded& loaded() {
+  static Loaded* l = new Loaded();  // never destroyed: CUDA objects may outlive static teardown
+  return *l;
+}
+
+template <typename Fn>
+bool need(DlLibrary& lib, const char* name, Fn*& fn, std::string* why) {
+  if (lib.symbol(name, fn)) return true;
+  if (why) *why = lib.error();
+  return false;
+}
+
+// Versioned driver names are spelled out: dlsym sees symbols, not cuda.h's macros.
+bool resolve_driver(DlLibrary& d, CudaApi* a, std::string* why) {
+  return need(d, "cuInit", a->cu_init, why) &&
+         need(d, "cuGetErrorName", a->cu_get_error_name, why) &&
+         need(d, "cuGetErrorString", a->cu_get_error_string, why) &&
+         need(d, "cuDriverGetVersion", a->cu_driver_get_version, why) &&
+         need(d, "cuCtxGetCurrent", a->cu_ctx_get_current, why) &&
+         need(d, "cuModuleLoadData", a->cu_module_load_data, why) &&
+         need(d, "cuModuleUnload", a->cu_module_unload, why) &&
+         need(d, "cuModuleGetFunction", a->cu_module_get_function, why) &&
+         need(d, "cuLaunchKernel", a->cu_launch_kernel, why) &&
+         need(d, "cuPointerGetAttribute", a->cu_pointer_get_attribute, why) &&
+         need(d, "cuMemGetAddressRange_v2", a->cu_mem_get_address_range, why) &&
+         need(d, "cuMemRetainAllocationHandle", a->cu_mem_retain_allocation_handle, why) &&
+         need(d, "cuMemRelease", a->cu_mem_release, why) &&
+         need(d, "cuMemExportToShareableHandle", a->cu_mem_export_to_shareable_handle, why) &&
+         need(d, "cuMemImportFromShareableHandle", a->cu_mem_import_from_shareable_handle, why) &&
+         need(d, "cuMemGetAllocationPropertiesFromHandle", a->cu_mem_get_allocation_properties, why) &&
+         need(d, "cuMemAddressReserve", a->cu_mem_address_reserve, why) &&
+         need(d, "cuMemAddressFree", a->cu_mem_address_free, why) &&
+         need(d, "cuMemMap", a->cu_mem_map, why) &&
+         need(d, "cuMemUnmap", a->cu_mem_unmap, why) &&
+         need(d, "cuMemSetAccess", a->cu_mem_set_access, why) &&
+         need(d, "cuMemCreate", a->cu_mem_create, why) &&
+         need(d, "cuMemGetAllocationGranularity", a->cu_mem_get_allocation_granularity, why);
+}
+
+bool resolve_runtime_devices(DlLibrary& r, CudaApi* a, std::string* why) {
+  return need(r, "cudaGetErrorName", a->get_error_name, why) &&
+         need(r, "cudaGetErrorString", a->get_error_string, why) &&
+         need(r, "cudaRuntimeGetVersion", a->runtime_get_version, why) &&
+         need(r, "cudaGetDeviceCount", a->get_device_count, why) &&
+         need(r, "cudaGetDevice", a->get_device, why) &&
+         need(r, "cudaSetDevice", a->set_device, why) &&
+         need(r, "cudaDeviceGetAttribute", a->device_get_attribute, why) &&
+         need(r, "cudaDeviceGetPCIBusId", a->device_get_pci_bus_id, why) &&
+         need(r, "cudaDeviceCanAccessPeer", a->device_can_access_peer, why) &&
+         need(r, "cudaPointerGetAttributes", a->pointer_get_attributes, why) &&
+         need(r, "cudaDeviceSynchronize", a->device_synchronize, why);
+}
+
+bool resolve_runtime_memory(DlLibrary& r, CudaApi* a, std::string* why) {
+  return need(r, "cudaMalloc", a->mem_alloc, why) && need(r, "cudaFree", a->mem_free, why) &&
+         need(r, "cudaMallocHost", a->host_alloc, why) &&
+         need(r, "cudaFreeHost", a->host_free, why) && need(r, "cudaMemcpy", a->copy, why) &&
+         need(r, "cudaMemcpyAsync", a->copy_async, why) &&
+         need(r, "cudaMemsetAsync", a->set_async, why) &&
+         need(r, "cudaIpcGetMemHandle", a->ipc_get_mem_handle, why) &&
+         need(r, "cudaIpcOpenMemHandle", a->ipc_open_mem_handle, why) &&
+         need(r, "cudaIpcCloseMemHandle", a->ipc_close_mem_handle, why);
+}
+
+bool resolve_runtime_streams(DlLibrary& r, CudaApi* a, std::string* why) {
+  return need(r, "cudaStreamCreateWithFlags", a->stream_create_with_flags, why) &&
+         need(r, "cudaStreamDestroy", a->stream_destroy, why) &&
+         need(r, "cudaStreamSynchronize", a->stream_synchronize, why) &&
+         need(r, "cudaStreamWaitEvent", a->stream_wait_event, why) &&
+         need(r, "cudaEventCreateWithFlags", a->event_create_with_flags, why) &&
+         need(r, "cudaEventDestroy", a->event_destroy, why) &&
+         need(r, "cudaEventRecord", a->event_record, why) &&
+         need(r, "cudaEventQuery", a->event_query, why) &&
+         need(r, "cudaEventElapsedTime", a->event_elapsed_time, why);
+}
+
+bool open_both(Loaded& l, std::string* why) {
+  std::string drv = driver_library.get(), rt = runtime_library.get();
+  if (!l.driver.open({drv.c_str()})) {
+    if (why) *why = "no CUDA driver: " + l.driver.error();
+    return false;
+  }
+  if (!l.runtime.open({rt.c_str()})) {
+    if (why) *why = "no CUDA runtime: " + l.runtime.error();
+    l.driver.reset();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const CudaApi* cuda_shim_load(std::string* why) {
+  Loaded& l = loaded();
+  std::lock_guard<std::mutex> lock(l.mu);
+  if (l.ready != nullptr) return l.ready;
+  if (!open_both(l, why)) return nullptr;
+  CudaApi api{};
+  if (!resolve_driver(l.driver, &api, why) || !resolve_runtime_devices(l.runtime, &api, why) ||
+      !resolve_runtime_memory(l.runtime, &api, why) ||
+      !resolve_runtime_streams(l.runtime, &api, why)) {
+    l.runtime.reset();
+    l.driver.reset();
+    return nullptr;
+  }
+  l.api = api;
+  l.ready = &l.api;
+  ZCX_INFO(kLogCuda, "loaded %s and %s", l.driver.loaded_name().c_str(),
+           l.runtime.loaded_name().c_str());
+  return l.ready;
+}
+
+const CudaApi* cuda_shim() {
+  Loaded& l = loaded();
+  std::lock_guard<std::mutex> lock(l.mu);
+  return l.ready;
+}
+
+int cuda_device_count(std::string* why) {
+  const CudaApi* api = cuda_shim_load(why);
+  if (api == nullptr) return 0;
+  int n = 0;
+  cudaError_t e = api->get_device_count(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("cudaGetDeviceCount: ") + api->get_error_string(e);
+    return 0;
+  }
+  if (n == 0 && why) *why = "the CUDA driver reports no device";
+  return n;
+}
+
+std::string cuda_shim_describe() {
+  std::string why;
+  int n = cuda_device_count(&why);
+  const CudaApi* api = cuda_shim();
+  if (api == nullptr) return why;
+  int drv = 0, rt = 0;
+  if (api->cu_driver_get_version(&drv) != CUDA_SUCCESS) drv = 0;
+  if (api->runtime_get_version(&rt) != cudaSuccess) rt = 0;
+  char text[160];
+  std::snprintf(text, sizeof text, "%d CUDA device%s (driver %d.%d, runtime %d.%d)", n,
+                n == 1 ? "" : "s", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+  return n > 0 ? std::string(text) : "CUDA driver loaded, no device (" + why + ")";
+}
+
+Status cuda_check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::kSuccess;
+  const CudaApi* api = cuda_shim();
+  const char* name = api ? api->get_error_name(e) : "cudaError";
+  const char* text = api ? api->get_error_string(e) : "CUDA runtime not loaded";
+  Status s = e == cudaErrorMemoryAllocation ? Status::kNoMemory : Status::kSystem;
+  return set_error(s, kLogCuda, "%s failed: %s (%d): %s", what, name, static_cast<int>(e), text);
+}
+
+Status cu_check(CUresult e, const char* what) {
+  if (e == CUDA_SUCCESS) return Status::kSuccess;
+  const CudaApi* api = cuda_shim();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (api == nullptr || api->cu_get_error_name(e, &name) != CUDA_SUCCESS) name = "CUresult";
+  if (api == nullptr || api->cu_get_error_string(e, &text) != CUDA_SUCCESS)
+    text = "unknown CUDA driver error";
+  Status s = e == CUDA_ERROR_OUT_OF_MEMORY ? Status::kNoMemory : Status::kSystem;
+  return set_error(s, kLogCuda, "%s failed: %s (%d): %s", what, name, static_cast<int>(e), text);
+}
+
+CudaDeviceGuard::CudaDeviceGuard(int device) {
+  const CudaApi* api = cuda_shim();
+  if (api == nullptr) {
+    status_ = set_error(Status::kNoDevice, kLogCuda, "CUDA is not loaded");
+    return;
+  }
+  status_ = cuda_check(api->get_device(&previous_), "cudaGetDevice");
+  if (ok(status_) && previous_ != device)
+    status_ = cuda_check(api->set_device(device), "cudaSetDevice");
+  else
+    previous_ = -1;  // nothing to restore
+}
+
+CudaDeviceGuard::~CudaDeviceGuard() {
+  const CudaApi* api = cuda_shim();
+  if (api == nullptr || previous_ < 0) return;
+  if (api->set_device(previous_) != cudaSuccess)
+    ZCX_WARN(kLogCuda, "restoring CUDA device %d failed", previous_);
+}
+
+}  // namespace zcx

@@ -1,0 +1,149 @@
+// cuda_ipc provider: GPU memory between processes of one host. The receiver exports each
+// receive buffer (a legacy CUDA IPC handle for cudaMalloc memory, or a cuMem POSIX fd for
+// VMM memory) in a POST message; the sender imports it (cached per peer process, see
+// cuda_ipc_cache.cc), copies into it with cudaMemcpyAsync on its own stream (the copy
+// engines; NVLink where present), records an event, and when the event completes sends
+// DONE. The receiver never touches the sender's memory.
+//
+// Control channel: one SOCK_SEQPACKET abstract Unix socket per one-directional connection
+// (one packet per message, SCM_RIGHTS for VMM fds); SO_PEERCRED checks both ends, the
+// connector's hello carries the job secret. Messages (docs/WIRE.md "cuda_ipc"):
+//   HELLO  connector -> acceptor: magic, version, secret, listen nonce, rank, pid, device, host
+//   ACK    acceptor -> connector: magic, code
+//   POST   receiver -> sender: magic, seq, capacity, export (kind, base, size, offset,
+//          buffer id, 64-byte legacy handle) [+ fd]
+//   DONE   sender -> receiver: magic, seq, size
+// Sends and receives match in posting order (seq); one buffer per receive (max_recvs 1).
+#pragma once
+
+#include "base/provider.h"
+#include "common/dl/cuda_shim.h"
+#include "common/fd.h"
+#include "common/status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace zcx::cuda_ipc {
+
+inline constexpr uint32_t kWireVersion = 1;
+inline constexpr int kMaxRequests = 256;
+inline constexpr size_t kMaxMessage = size_t(1) << 40;
+inline constexpr size_t kMaxPacket = 256;
+
+inline constexpr uint32_t kAckMagic = 0x41504943;   // "CIPA"
+inline constexpr uint32_t kPostMagic = 0x50504943;  // "CIPP"
+inline constexpr uint32_t kDoneMagic = 0x44504943;  // "CIPD"
+enum AckCode : uint32_t { kAckOk = 0, kAckSecret = 1, kAckVersion = 2 };
+
+// kNone: a zero-byte receive (nothing to export).
+enum class ExportKind : uint32_t { kNone = 0, kLegacy = 1, kVmm = 2 };
+
+// What a receiver tells the sender about one receive buffer.
+struct Export {
+  ExportKind kind = ExportKind::kLegacy;
+  uint64_t base = 0;        // allocation base in the exporter's address space
+  uint64_t size = 0;        // allocation size
+  uint64_t offset = 0;      // buffer - base
+  uint64_t buffer_id = 0;   // CU_POINTER_ATTRIBUTE_BUFFER_ID: changes when base is reused
+  uint8_t legacy[64] = {};  // cudaIpcMemHandle_t (kLegacy)
+};
+
+// Export of a local device buffer (cuda_ipc_md.cc). *fd is set for kVmm (the caller sends
+// and closes it).
+Status export_buffer(const void* data, Export* out, UniqueFd* fd);
+
+// Process-wide cache of imported peer allocations (cuda_ipc_cache.cc), keyed by exporter pid,
+// base and buffer id. acquire maps on a miss (fd: kVmm only) and returns the local address
+// of the allocation base; every acquire is paired with a release.
+Status cache_acquire(int pid, int device, const Export& e, int fd, uint8_t** base);
+void cache_release(int pid, const Export& e);
+// Unmaps every entry of `pid` no longer referenced (the peer closed).
+void cache_forget(int pid);
+
+struct Context {
+  int rank = -1;
+  int nranks = 0;
+  uint64_t secret = 0;
+  std::string host;
+  const CudaApi* api = nullptr;  // nullptr: no driver, 0 devices
+  int ndev = 0;
+  std::string why_none;
+};
+
+struct Comm;
+
+struct Request {
+  Comm* comm = nullptr;
+  bool is_send = false;
+  bool done = false;
+  uint64_t seq = 0;
+  Status error = Status::kSuccess;
+  // send
+  const void* src = nullptr;
+  size_t size = 0;
+  bool copying = false;
+  bool done_sent = false;
+  Export dst;                 // the matching POST
+  uint8_t* mapped = nullptr;  // imported base (released when done)
+  cudaEvent_t event = nullptr;
+  // recv
+  void* buf = nullptr;
+  size_t cap = 0;
+  size_t got = 0;
+};
+
+struct Comm {
+  bool is_send = false;
+  Context* ctx = nullptr;
+  int device = 0;
+  UniqueFd sock;
+  zcx_peer_info_t peer{};
+  bool acked = false;           // sender: ACK received
+  cudaStream_t stream = nullptr;  // sender: copies
+  std::deque<Request*> queue;   // posting order
+  std::deque<Export> posts;     // sender: POSTs not yet matched, their capacities and fds
+  std::deque<uint64_t> post_caps;
+  std::deque<int> post_fds;     // -1 for legacy
+  uint64_t next_seq = 0;        // sends/receives posted
+  uint64_t next_post = 0;       // sender: POSTs received
+  int64_t last_progress_ns = 0;
+  StickyError error;
+  ~Comm();
+};
+
+struct ListenComm {
+  Context* ctx = nullptr;
+  int device = 0;
+  UniqueFd sock;
+  uint64_t nonce = 0;
+  std::vector<UniqueFd> pending;
+};
+
+// Parameters (cuda_ipc_config.cc).
+bool cfg_cache_enabled();
+
+// Devices (cuda_ipc_device.cc).
+Status context_open(Context* ctx);
+Status fill_props(Context* ctx, int dev, zcx_device_props_t* p);
+
+// Connection set-up (cuda_ipc_ep.cc).
+Status listen(Context* ctx, int dev, void* handle, ListenComm** out);
+Status connect(Context* ctx, int dev, const void* handle, Comm** out);
+Status accept(ListenComm* lc, Comm** out);
+std::string peer_name(const Comm* c);
+// Packets on a control socket: kInProgress when the socket is full / nothing arrived;
+// kRemote (quiet: the caller names the peer) when the peer closed. fd -1: none attached.
+Status packet_send(int sock, const void* buf, size_t len, int fd);
+Status packet_recv(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd);
+
+// Data path (cuda_ipc_progress.cc).
+Status isend(Comm* c, const void* data, size_t size, Request** out);
+Status irecv(Comm* c, void* data, size_t cap, Request** out);
+Status test(Request* r, int* done, size_t* sizes);
+void comm_drop_requests(Comm* c);
+
+}  // namespace zcx::cuda_ipc

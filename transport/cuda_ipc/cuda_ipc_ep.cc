@@ -1,0 +1,317 @@
+// Connection set-up of the cuda_ipc provider: an abstract-namespace SOCK_SEQPACKET Unix
+// socket per one-directional connection. The connector (sender) sends HELLO with the job
+// secret; SO_PEERCRED must show the pid each side announced and our own uid. Nothing is
+// created in the file system. Wire formats: docs/WIRE.md "cuda_ipc".
+#include "base/handle.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/wire.h"
+#include "cuda_ipc/cuda_ipc.h"
+
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+
+namespace zcx::cuda_ipc {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x48504943;  // "CIPH"
+
+struct HandleInfo {
+  uint64_t nonce = 0;
+  int pid = 0;
+  int rank = -1;
+  std::string host;
+};
+
+struct Hello {
+  uint32_t magic = 0, version = 0;
+  uint64_t secret = 0, nonce = 0;
+  int rank = -1, pid = 0, device = 0;
+  std::string host;
+};
+
+uint64_t random_u64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+    v = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(now_ns());
+  return v;
+}
+
+socklen_t abstract_addr(uint64_t nonce, sockaddr_un* sa) {
+  memset(sa, 0, sizeof(*sa));
+  sa->sun_family = AF_UNIX;
+  int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "zcx-cuda-ipc-%016llx",
+                   static_cast<unsigned long long>(nonce));
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+Status peer_cred_check(int fd, int expect_pid, const char* who) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  ZCX_SYSCHECK(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len), kLogCuda,
+               "getsockopt(SO_PEERCRED)");
+  if (cred.uid != geteuid() || cred.pid != expect_pid)
+    return set_error(Status::kAuth, kLogCuda,
+                     "cuda_ipc %s credentials do not match: uid %u pid %d, expected uid %u "
+                     "pid %d; cuda_ipc connects only processes of the same user", who,
+                     cred.uid, cred.pid, geteuid(), expect_pid);
+  return Status::kSuccess;
+}
+
+Status handle_read(const void* handle, HandleInfo* h) {
+  uint8_t payload[kHandlePayloadMax];
+  size_t len = 0;
+  ZCX_TRY(handle_decode(handle, ZCX_PROVIDER_ID_CUDA_IPC, payload, sizeof(payload), &len));
+  wire::Reader r(payload, len);
+  h->nonce = r.u64();
+  h->pid = static_cast<int>(r.u32());
+  h->rank = static_cast<int>(r.u32());
+  h->host = r.str(ZCX_HOST_NAME_BYTES - 1);
+  if (!r.ok() || h->pid <= 0)
+    return set_error(Status::kInvalidArg, kLogCuda, "cuda_ipc connection handle is malformed");
+  return Status::kSuccess;
+}
+
+size_t hello_write(const Hello& h, uint8_t* buf, size_t cap) {
+  wire::Writer w(buf, cap);
+  w.u32(h.magic);
+  w.u32(h.version);
+  w.u64(h.secret);
+  w.u64(h.nonce);
+  w.u32(static_cast<uint32_t>(h.rank));
+  w.u32(static_cast<uint32_t>(h.pid));
+  w.u32(static_cast<uint32_t>(h.device));
+  w.str(h.host);
+  return w.ok() ? w.size() : 0;
+}
+
+bool hello_read(const void* buf, size_t len, Hello* h) {
+  wire::Reader r(buf, len);
+  h->magic = r.u32();
+  h->version = r.u32();
+  h->secret = r.u64();
+  h->nonce = r.u64();
+  h->rank = static_cast<int>(r.u32());
+  h->pid = static_cast<int>(r.u32());
+  h->device = static_cast<int>(r.u32());
+  h->host = r.str(ZCX_HOST_NAME_BYTES - 1);
+  return r.ok() && h->magic == kHelloMagic && h->pid > 0;
+}
+
+void send_ack(int sock, uint32_t code) {
+  uint8_t buf[8];
+  wire::Writer w(buf, sizeof(buf));
+  w.u32(kAckMagic);
+  w.u32(code);
+  (void)packet_send(sock, buf, sizeof(buf), -1);  // a connector that left learns nothing
+}
+
+Status comm_new(Context* ctx, int dev, bool is_send, Comm** out) {
+  auto* c = new (std::nothrow) Comm;
+  if (c == nullptr) return set_error(Status::kNoMemory, kLogCuda, "cuda_ipc: out of memory");
+  c->ctx = ctx;
+  c->device = dev;
+  c->is_send = is_send;
+  c->last_progress_ns = now_ns();
+  *out = c;
+  if (!is_send) return Status::kSuccess;
+  CudaDeviceGuard guard(dev);
+  Status st = guard.status();
+  if (ok(st))
+    st = cuda_check(ctx->api->stream_create_with_flags(&c->stream, cudaStreamNonBlocking),
+                    "cudaStreamCreateWithFlags(cuda_ipc copies)");
+  if (!ok(st)) {
+    delete c;
+    *out = nullptr;
+  }
+  return st;
+}
+
+}  // namespace
+
+Status packet_send(int sock, const void* buf, size_t len, int fd) {
+  iovec iov{const_cast<void*>(buf), len};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd >= 0) {
+    msg.msg_control = ctl;
+    msg.msg_controllen = sizeof(ctl);
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(len)) return Status::kSuccess;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
+  return set_error_quiet(Status::kRemote, "cuda_ipc control packet: %s",
+                         n < 0 ? strerror(errno) : "short write");
+}
+
+Status packet_recv(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
+  iovec iov{buf, cap};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof(ctl);
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
+  if (n <= 0)
+    return set_error_quiet(Status::kRemote, "cuda_ipc control socket: %s",
+                           n < 0 ? strerror(errno) : "closed by the peer");
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < nfd; ++i) {
+      int f;
+      memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      if (!fd->valid()) fd->reset(f); else close(f);
+    }
+  }
+  *len = static_cast<size_t>(n);
+  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+    return set_error_quiet(Status::kProtocol, "cuda_ipc control packet truncated");
+  return Status::kSuccess;
+}
+
+Status listen(Context* ctx, int dev, void* handle, ListenComm** out) {
+  auto lc = std::unique_ptr<ListenComm>(new (std::nothrow) ListenComm);
+  if (!lc) return set_error(Status::kNoMemory, kLogCuda, "cuda_ipc listen: out of memory");
+  lc->ctx = ctx;
+  lc->device = dev;
+  lc->nonce = random_u64();
+  lc->sock.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!lc->sock.valid())
+    return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", strerror(errno));
+  sockaddr_un sa;
+  socklen_t len = abstract_addr(lc->nonce, &sa);
+  ZCX_SYSCHECK(bind(lc->sock.get(), reinterpret_cast<sockaddr*>(&sa), len), kLogCuda,
+               "bind(abstract unix socket)");
+  ZCX_SYSCHECK(::listen(lc->sock.get(), 128), kLogCuda, "listen(abstract unix socket)");
+  uint8_t payload[kHandlePayloadMax];
+  wire::Writer w(payload, sizeof(payload));
+  w.u64(lc->nonce);
+  w.u32(static_cast<uint32_t>(getpid()));
+  w.u32(static_cast<uint32_t>(ctx->rank));
+  w.str(ctx->host.substr(0, ZCX_HOST_NAME_BYTES - 1));
+  ZCX_TRY(handle_encode(ZCX_PROVIDER_ID_CUDA_IPC, payload, w.size(), handle));
+  *out = lc.release();
+  return Status::kSuccess;
+}
+
+Status connect(Context* ctx, int dev, const void* handle, Comm** out) {
+  *out = nullptr;
+  HandleInfo h;
+  ZCX_TRY(handle_read(handle, &h));
+  UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!sock.valid())
+    return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", strerror(errno));
+  sockaddr_un sa;
+  socklen_t len = abstract_addr(h.nonce, &sa);
+  if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    if (errno == EAGAIN) return Status::kSuccess;  // backlog full: retry
+    return set_error(Status::kRemote, kLogCuda,
+                     "cuda_ipc connect to rank %d on %s (pid %d) failed: %s", h.rank,
+                     h.host.c_str(), h.pid, strerror(errno));
+  }
+  ZCX_TRY(peer_cred_check(sock.get(), h.pid, "listener"));
+  Hello hello{kHelloMagic, kWireVersion, ctx->secret, h.nonce, ctx->rank, getpid(), dev,
+              ctx->host};
+  uint8_t buf[kMaxPacket];
+  size_t n = hello_write(hello, buf, sizeof buf);
+  Status st = packet_send(sock.get(), buf, n, -1);
+  if (!ok(st))  // a fresh SEQPACKET socket has room for one packet: anything else is fatal
+    return set_error(Status::kRemote, kLogCuda, "cuda_ipc hello to rank %d on %s failed: %s",
+                     h.rank, h.host.c_str(), last_error());
+  Comm* c = nullptr;
+  ZCX_TRY(comm_new(ctx, dev, true, &c));
+  c->sock = std::move(sock);
+  c->peer.rank = h.rank;
+  c->peer.pid = h.pid;
+  snprintf(c->peer.host, sizeof(c->peer.host), "%s", h.host.c_str());
+  *out = c;
+  return Status::kSuccess;
+}
+
+namespace {
+
+uint32_t hello_verdict(const ListenComm* lc, const Hello& h) {
+  if (h.version != kWireVersion) return kAckVersion;
+  if (h.secret != lc->ctx->secret || h.nonce != lc->nonce) return kAckSecret;
+  return kAckOk;
+}
+
+// kInProgress while the hello has not arrived.
+Status accept_one(ListenComm* lc, UniqueFd& fd, Comm** out) {
+  int sock = fd.get();
+  uint8_t buf[kMaxPacket];
+  size_t len = 0;
+  UniqueFd none;
+  Status st = packet_recv(sock, buf, sizeof buf, &len, &none);
+  if (st == Status::kInProgress) return st;
+  Hello h;
+  if (!ok(st) || !hello_read(buf, len, &h))
+    return set_error(Status::kProtocol, kLogCuda, "cuda_ipc accept: malformed hello");
+  ZCX_TRY(peer_cred_check(sock, h.pid, "connector"));
+  uint32_t code = hello_verdict(lc, h);
+  send_ack(sock, code);
+  if (code != kAckOk)
+    return set_error(Status::kAuth, kLogCuda,
+                     "cuda_ipc: rank %d on %s (pid %d) presented a wrong %s", h.rank,
+                     h.host.c_str(), h.pid, code == kAckVersion ? "wire version" : "job secret");
+  Comm* c = nullptr;
+  ZCX_TRY(comm_new(lc->ctx, lc->device, false, &c));
+  c->sock = std::move(fd);
+  c->peer.rank = h.rank;
+  c->peer.pid = h.pid;
+  snprintf(c->peer.host, sizeof(c->peer.host), "%s", h.host.c_str());
+  *out = c;
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status accept(ListenComm* lc, Comm** out) {
+  *out = nullptr;
+  int fd;
+  while ((fd = accept4(lc->sock.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+    lc->pending.emplace_back(fd);
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    return set_error(Status::kSystem, kLogCuda, "cuda_ipc accept4 failed: %s", strerror(errno));
+  for (size_t i = 0; i < lc->pending.size(); ++i) {
+    Status st = accept_one(lc, lc->pending[i], out);
+    if (st == Status::kInProgress) continue;
+    lc->pending.erase(lc->pending.begin() + static_cast<std::ptrdiff_t>(i));
+    return st;  // a bad connector fails this accept, never a later good one
+  }
+  return Status::kSuccess;
+}
+
+std::string peer_name(const Comm* c) {
+  char text[128];
+  snprintf(text, sizeof text, "rank %d on %s (pid %d)", c->peer.rank, c->peer.host,
+           c->peer.pid);
+  return text;
+}
+
+}  // namespace zcx::cuda_ipc

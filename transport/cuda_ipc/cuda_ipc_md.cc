@@ -1,0 +1,59 @@
+// Exporting a local receive buffer: the allocation that holds it, as a legacy CUDA IPC handle
+// (cudaMalloc memory) or as a POSIX fd of its cuMem allocation handle (VMM memory, which
+// legacy IPC cannot export). The importer maps the whole allocation and adds the offset.
+#include "common/log.h"
+#include "cuda_ipc/cuda_ipc.h"
+
+#include <cstring>
+
+namespace zcx::cuda_ipc {
+namespace {
+
+// VMM memory: cuMemRetainAllocationHandle succeeds only on cuMemMap'ped addresses. The
+// allocation must have been created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR among its
+// requestedHandleTypes, or the export fails (and is reported as such).
+Status export_vmm(const CudaApi* api, CUmemGenericAllocationHandle h, Export* out,
+                  UniqueFd* fd) {
+  int f = -1;
+  CUresult r = api->cu_mem_export_to_shareable_handle(
+      &f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  (void)api->cu_mem_release(h);  // drops the reference Retain took
+  if (r != CUDA_SUCCESS)
+    return cu_check(r, "cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR) for a cuMem "
+                       "receive buffer (create it with that requestedHandleType)");
+  fd->reset(f);
+  out->kind = ExportKind::kVmm;
+  return Status::kSuccess;
+}
+
+Status export_legacy(const CudaApi* api, Export* out) {
+  cudaIpcMemHandle_t h;
+  static_assert(sizeof(h) == sizeof(out->legacy));
+  ZCX_CUDACHECK(api->ipc_get_mem_handle(&h, reinterpret_cast<void*>(out->base)));
+  std::memcpy(out->legacy, &h, sizeof(h));
+  out->kind = ExportKind::kLegacy;
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status export_buffer(const void* data, Export* out, UniqueFd* fd) {
+  const CudaApi* api = cuda_shim();
+  if (api == nullptr) return set_error(Status::kNoDevice, kLogCuda, "cuda_ipc: CUDA not loaded");
+  auto ptr = reinterpret_cast<CUdeviceptr>(data);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ZCX_CUCHECK(api->cu_mem_get_address_range(&base, &size, ptr));
+  unsigned long long id = 0;
+  ZCX_CUCHECK(api->cu_pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr));
+  out->base = base;
+  out->size = size;
+  out->offset = ptr - base;
+  out->buffer_id = id;
+  CUmemGenericAllocationHandle h{};
+  if (api->cu_mem_retain_allocation_handle(&h, const_cast<void*>(data)) == CUDA_SUCCESS)
+    return export_vmm(api, h, out, fd);
+  return export_legacy(api, out);
+}
+
+}  // namespace zcx::cuda_ipc

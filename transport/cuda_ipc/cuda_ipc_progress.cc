@@ -1,0 +1,264 @@
+// Data path of the cuda_ipc provider. test() drives everything, nothing blocks:
+//  receiver  irecv exports its buffer in a POST; a DONE with the same seq completes it.
+//  sender    the k-th POST matches the k-th isend; the copy goes on the comm's stream into
+//            the imported allocation, and the request completes (and DONE is sent) once the
+//            copy's event has completed. Copies of successive sends overlap on the stream.
+// A comm with requests that sees no progress for ZCX_TIMEOUT fails them, naming the peer.
+#include "common/clock.h"
+#include "common/config_vars.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "cuda_ipc/cuda_ipc.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace zcx::cuda_ipc {
+namespace {
+
+size_t post_write(uint64_t seq, size_t cap, const Export& e, uint8_t* buf) {
+  wire::Writer w(buf, kMaxPacket);
+  w.u32(kPostMagic);
+  w.u64(seq);
+  w.u64(cap);
+  w.u32(static_cast<uint32_t>(e.kind));
+  w.u64(e.base);
+  w.u64(e.size);
+  w.u64(e.offset);
+  w.u64(e.buffer_id);
+  w.bytes(e.legacy, sizeof(e.legacy));
+  return w.size();
+}
+
+// A POST from the peer: every field is bounds-checked before use.
+bool post_read(wire::Reader& r, uint64_t* seq, uint64_t* cap, Export* e) {
+  *seq = r.u64();
+  *cap = r.u64();
+  uint32_t kind = r.u32();
+  e->base = r.u64();
+  e->size = r.u64();
+  e->offset = r.u64();
+  e->buffer_id = r.u64();
+  r.bytes(e->legacy, sizeof(e->legacy));
+  e->kind = static_cast<ExportKind>(kind);
+  bool in_range = e->offset <= e->size && *cap <= e->size - e->offset;
+  return r.ok() && kind <= 2 && (kind == 0 ? *cap == 0 : in_range);
+}
+
+Status fail(Comm* c, Status s, const char* what) {
+  std::string msg = "cuda_ipc " + std::string(c->is_send ? "send to " : "receive from ") +
+                    peer_name(c) + ": " + what;
+  c->error.record(s, msg);
+  return set_error(s, kLogCuda, "%s", msg.c_str());
+}
+
+Status on_ack(Comm* c, wire::Reader& r) {
+  uint32_t code = r.u32();
+  if (!r.ok() || code != kAckOk)
+    return fail(c, Status::kAuth, "the peer refused the connection (job secret or version)");
+  c->acked = true;
+  return Status::kSuccess;
+}
+
+Status on_post(Comm* c, wire::Reader& r, UniqueFd* fd) {
+  uint64_t seq = 0, cap = 0;
+  Export e;
+  if (!c->acked || !post_read(r, &seq, &cap, &e) || seq != c->next_post)
+    return fail(c, Status::kProtocol, "malformed or out-of-order POST");
+  ++c->next_post;
+  e.size = e.kind == ExportKind::kNone ? 0 : e.size;
+  c->posts.push_back(e);
+  c->post_caps.push_back(cap);
+  c->post_fds.push_back(fd->release());
+  return Status::kSuccess;
+}
+
+Status on_done(Comm* c, wire::Reader& r) {
+  uint64_t seq = r.u64(), size = r.u64();
+  auto it = std::find_if(c->queue.begin(), c->queue.end(), [](Request* q) { return !q->done; });
+  if (!r.ok() || it == c->queue.end() || (*it)->seq != seq || size > (*it)->cap)
+    return fail(c, Status::kProtocol, "DONE that matches no posted receive");
+  (*it)->got = size;
+  (*it)->done = true;
+  return Status::kSuccess;
+}
+
+Status read_packets(Comm* c) {
+  for (;;) {
+    uint8_t buf[kMaxPacket];
+    size_t len = 0;
+    UniqueFd fd;
+    Status st = packet_recv(c->sock.get(), buf, sizeof buf, &len, &fd);
+    if (st == Status::kInProgress) return Status::kSuccess;
+    if (!ok(st)) return fail(c, Status::kRemote, last_error());
+    c->last_progress_ns = now_ns();
+    wire::Reader r(buf, len);
+    uint32_t magic = r.u32();
+    if (c->is_send && magic == kAckMagic) st = on_ack(c, r);
+    else if (c->is_send && magic == kPostMagic) st = on_post(c, r, &fd);
+    else if (!c->is_send && magic == kDoneMagic) st = on_done(c, r);
+    else st = fail(c, Status::kProtocol, "unknown control packet");
+    ZCX_TRY(st);
+  }
+}
+
+Status start_copy(Comm* c, Request* r) {
+  Export e = c->posts.front();
+  uint64_t cap = c->post_caps.front();
+  UniqueFd fd(c->post_fds.front());
+  c->posts.pop_front();
+  c->post_caps.pop_front();
+  c->post_fds.pop_front();
+  if (r->size > cap)
+    return fail(c, Status::kInvalidArg, "the peer's receive buffer is smaller than the send");
+  r->dst = e;
+  r->copying = true;
+  if (r->size == 0) return Status::kSuccess;  // nothing to copy; the event stays null
+  ZCX_TRY(cache_acquire(c->peer.pid, c->device, e, fd.get(), &r->mapped));
+  const CudaApi* api = c->ctx->api;
+  CudaDeviceGuard guard(c->device);
+  ZCX_TRY(guard.status());
+  ZCX_CUDACHECK(api->copy_async(r->mapped + e.offset, r->src, r->size, cudaMemcpyDefault,
+                                c->stream));
+  ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
+  ZCX_CUDACHECK(api->event_record(r->event, c->stream));
+  return Status::kSuccess;
+}
+
+// kInProgress while the copy runs or DONE does not fit in the socket yet.
+Status finish_copy(Comm* c, Request* r) {
+  if (r->event != nullptr) {
+    cudaError_t e = c->ctx->api->event_query(r->event);
+    if (e == cudaErrorNotReady) return Status::kInProgress;
+    ZCX_TRY(cuda_check(e, "cudaEventQuery(cuda_ipc copy)"));
+  }
+  uint8_t buf[32];
+  wire::Writer w(buf, sizeof buf);
+  w.u32(kDoneMagic);
+  w.u64(r->seq);
+  w.u64(r->size);
+  Status st = packet_send(c->sock.get(), buf, w.size(), -1);
+  if (st == Status::kInProgress) return st;
+  if (!ok(st)) return fail(c, Status::kRemote, last_error());
+  r->done = true;
+  c->last_progress_ns = now_ns();
+  return Status::kSuccess;
+}
+
+Status progress_sends(Comm* c) {
+  for (Request* r : c->queue) {
+    if (r->done) continue;
+    if (!r->copying) {
+      if (c->posts.empty()) break;
+      ZCX_TRY(start_copy(c, r));
+    }
+    Status st = finish_copy(c, r);
+    if (st == Status::kInProgress) break;  // DONE packets leave in order
+    ZCX_TRY(st);
+  }
+  return Status::kSuccess;
+}
+
+Status check_idle(Comm* c) {
+  if (c->queue.empty()) {
+    c->last_progress_ns = now_ns();
+    return Status::kSuccess;
+  }
+  if (now_ns() - c->last_progress_ns < params::timeout_ms() * 1000000) return Status::kSuccess;
+  return fail(c, Status::kTimeout, "no progress within ZCX_TIMEOUT");
+}
+
+Status progress(Comm* c) {
+  if (c->error.has()) return c->error.raise();
+  ZCX_TRY(read_packets(c));
+  if (c->is_send) ZCX_TRY(progress_sends(c));
+  return check_idle(c);
+}
+
+void request_free(Comm* c, Request* r) {
+  if (r->event != nullptr) (void)c->ctx->api->event_destroy(r->event);
+  if (r->mapped != nullptr) cache_release(c->peer.pid, r->dst);
+  delete r;
+}
+
+}  // namespace
+
+Status isend(Comm* c, const void* data, size_t size, Request** out) {
+  *out = nullptr;
+  if (c->error.has()) return c->error.raise();
+  if (c->queue.size() >= static_cast<size_t>(kMaxRequests)) return Status::kSuccess;  // retry
+  auto* r = new (std::nothrow) Request;
+  if (r == nullptr) return set_error(Status::kNoMemory, kLogCuda, "cuda_ipc isend: no memory");
+  r->comm = c;
+  r->is_send = true;
+  r->src = data;
+  r->size = size;
+  r->seq = c->next_seq++;
+  c->queue.push_back(r);
+  *out = r;
+  return Status::kSuccess;
+}
+
+Status irecv(Comm* c, void* data, size_t cap, Request** out) {
+  *out = nullptr;
+  if (c->error.has()) return c->error.raise();
+  if (c->queue.size() >= static_cast<size_t>(kMaxRequests)) return Status::kSuccess;  // retry
+  Export e;
+  e.kind = ExportKind::kNone;
+  UniqueFd fd;
+  if (cap > 0) ZCX_TRY(export_buffer(data, &e, &fd));
+  uint8_t buf[kMaxPacket];
+  size_t len = post_write(c->next_seq, cap, e, buf);
+  Status st = packet_send(c->sock.get(), buf, len, fd.get());
+  if (st == Status::kInProgress) return Status::kSuccess;  // socket full: retry
+  if (!ok(st)) return fail(c, Status::kRemote, last_error());
+  auto* r = new (std::nothrow) Request;
+  if (r == nullptr) return fail(c, Status::kNoMemory, "out of memory after a POST");
+  r->comm = c;
+  r->buf = data;
+  r->cap = cap;
+  r->seq = c->next_seq++;
+  c->queue.push_back(r);
+  *out = r;
+  return Status::kSuccess;
+}
+
+Status test(Request* r, int* done, size_t* sizes) {
+  Comm* c = r->comm;
+  *done = 0;
+  if (!r->done) ZCX_TRY(progress(c));
+  if (!r->done) return Status::kSuccess;
+  *done = 1;
+  if (sizes != nullptr) sizes[0] = r->is_send ? r->size : r->got;
+  c->queue.erase(std::find(c->queue.begin(), c->queue.end(), r));
+  request_free(c, r);
+  return Status::kSuccess;
+}
+
+// Close with requests in flight: copies into the peer's memory must finish before its
+// mapping can go, so wait for their events (bounded by ZCX_TIMEOUT), then free everything.
+void comm_drop_requests(Comm* c) {
+  Deadline dl = Deadline::after_ms(params::timeout_ms());
+  for (Request* r : c->queue) {
+    while (r->event != nullptr && c->ctx->api->event_query(r->event) == cudaErrorNotReady &&
+           !dl.expired())
+      sched_yield();
+    request_free(c, r);
+  }
+  c->queue.clear();
+  for (int fd : c->post_fds)
+    if (fd >= 0) close(fd);
+  c->post_fds.clear();
+}
+
+Comm::~Comm() {
+  comm_drop_requests(this);
+  if (stream != nullptr && ctx->api != nullptr) (void)ctx->api->stream_destroy(stream);
+  if (is_send) cache_forget(peer.pid);
+}
+
+}  // namespace zcx::cuda_ipc
