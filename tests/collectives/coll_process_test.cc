@@ -6,6 +6,7 @@
 #include "process_ranks.h"
 
 #include "base/registry.h"
+#include "common/config.h"
 #include "reduce/half.h"
 
 #include <zcx/coll.h>
@@ -90,13 +91,13 @@ int coll_rank(int rank, int n, const std::string& root) {
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS) return fail(rank, 10);
   int step = 20;
   for (const char* algo : {"ring", "tree", "rhd"}) {
-    setenv("ZCX_ALGO", algo, 1);
+    config::set_override("ZCX_ALGO", algo);  // setenv would not drop the comm's cached choice
     for (size_t count : {size_t{1}, size_t{7}, size_t{1000003}}) {
       if (int rc = check_allreduce(comm, rank, n, count, step)) return rc;
     }
     step += 5;
   }
-  unsetenv("ZCX_ALGO");
+  config::clear_override("ZCX_ALGO");
   // Argument checks: GPU streams are not there yet, bad dtype/root, NULL buffers.
   int32_t one = 1;
   int fake_stream = 0;

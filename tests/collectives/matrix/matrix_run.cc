@@ -2,6 +2,7 @@
 #include "matrix/matrix_run.h"
 
 #include "bootstrap/test_util.h"
+#include "common/config.h"
 #include "matrix/matrix_kinds.h"
 
 #include <sched.h>
@@ -126,7 +127,9 @@ int run_group_rank(const char* provider, int rank, int nranks, const std::vector
   size_t ran = 0;
   for (const Case& c : cases) {
     if (c.emulated_hosts && !emulated) continue;
-    setenv("ZCX_ALGO", algo_env(c).c_str(), 1);
+    // Through the config registry rather than setenv: a communicator caches its algorithm
+    // choices and drops them only when the registry's generation changes.
+    config::set_override("ZCX_ALGO", algo_env(c));
     CaseEnv env;
     env.comm = c.emulated_hosts ? emulated : world;
     env.rank = rank, env.nranks = nranks;
