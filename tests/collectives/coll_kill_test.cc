@@ -4,7 +4,6 @@
 // the kill with a message that names rank 2; the communicator then refuses further
 // operations at once (sticky error) and zcx_comm_destroy stays bounded. After the shm case no
 // zcx segment may be left in /dev/shm. Results travel to the parent through pipes.
-#include "known_bugs.h"
 #include "process_ranks.h"
 
 #include "base/registry.h"
@@ -161,7 +160,6 @@ class CollKill : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     test::ScopedEnv only("ZCX_PROVIDERS", GetParam());
     if (providers_selected().empty()) GTEST_SKIP() << GetParam() << " is not built in this tree";
-    if (test::reductions_die_of_sigill()) GTEST_SKIP() << test::kReduceSigillBug;
   }
 };
 

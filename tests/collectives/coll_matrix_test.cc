@@ -3,7 +3,6 @@
 // N = 1, 2, 3, 4, 5, 8 processes that each make their communicator once and run all cases
 // of the group. Tiers, counts and the float tolerances per algorithm: matrix/matrix_cases.h
 // and matrix/matrix_data.h. ZCX_TEST_FULL_MATRIX=1 runs the whole product (hours; not CI).
-#include "known_bugs.h"
 #include "process_ranks.h"
 
 #include "base/registry.h"
@@ -58,7 +57,6 @@ class CollMatrix : public ::testing::TestWithParam<GroupParam> {};
 TEST_P(CollMatrix, EveryCaseOfTheGroup) {
   const GroupParam p = GetParam();
   if (!provider_built(p.provider)) GTEST_SKIP() << p.provider << " is not built in this tree";
-  if (test::reductions_die_of_sigill()) GTEST_SKIP() << test::kReduceSigillBug;
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", "60");
   const bool full = kFullMatrix.get();

@@ -7,7 +7,6 @@
 // One process group per provider runs every scenario: a control communicator (never given
 // a disagreeing call) ships a fresh unique id per scenario and lines the ranks up; each
 // scenario runs on its own communicator, since the first error is sticky.
-#include "known_bugs.h"
 #include "process_ranks.h"
 
 #include "base/registry.h"
@@ -147,7 +146,6 @@ TEST_P(CollMismatchProcesses, EveryRankFailsBoundedAndOneNamesTheMismatch) {
     test::ScopedEnv only("ZCX_PROVIDERS", provider);
     if (providers_selected().empty()) GTEST_SKIP() << provider << " is not built in this tree";
   }
-  if (test::reductions_die_of_sigill()) GTEST_SKIP() << test::kReduceSigillBug;
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
   const std::vector<Scenario> all = scenarios();

@@ -2,7 +2,6 @@
 // loopback, whatever ZCX_PROVIDERS selects in this build), launched zcx-run style through
 // ZCX_RANK/ZCX_NRANKS/ZCX_ROOT/ZCX_SECRET. Every result is checked element by element in the
 // child; a child's exit code names the step that failed.
-#include "known_bugs.h"
 #include "process_ranks.h"
 
 #include "base/registry.h"
@@ -129,7 +128,6 @@ int coll_rank(int rank, int n, const std::string& root) {
 
 TEST(CollProcesses, EveryCollectiveOverTheRealTransport) {
   if (providers_selected().empty()) GTEST_SKIP() << "no provider is built in this tree";
-  if (test::reductions_die_of_sigill()) GTEST_SKIP() << test::kReduceSigillBug;
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", "30");
   for (int n : {2, 3, 4}) {
