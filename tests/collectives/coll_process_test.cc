@@ -2,10 +2,10 @@
 // loopback, whatever ZCX_PROVIDERS selects in this build), launched zcx-run style through
 // ZCX_RANK/ZCX_NRANKS/ZCX_ROOT/ZCX_SECRET. Every result is checked element by element in the
 // child; a child's exit code names the step that failed.
-#include "bootstrap/test_util.h"
+#include "process_ranks.h"
 
 #include "base/registry.h"
-#include "common/socket.h"
+#include "common/config.h"
 #include "reduce/half.h"
 
 #include <zcx/coll.h>
@@ -85,21 +85,18 @@ int check_p2p_split_async(zcx_comm_t comm, int rank, int n) {
 }
 
 int coll_rank(int rank, int n, const std::string& root) {
-  setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
-  setenv("ZCX_NRANKS", std::to_string(n).c_str(), 1);
-  setenv("ZCX_ROOT", root.c_str(), 1);
-  setenv("ZCX_SECRET", "0123456789abcdef", 1);
+  test::set_rank_env(rank, n, root);
   zcx_comm_t comm = nullptr;
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS) return fail(rank, 10);
   int step = 20;
   for (const char* algo : {"ring", "tree", "rhd"}) {
-    setenv("ZCX_ALGO", algo, 1);
+    config::set_override("ZCX_ALGO", algo);  // setenv would not drop the comm's cached choice
     for (size_t count : {size_t{1}, size_t{7}, size_t{1000003}}) {
       if (int rc = check_allreduce(comm, rank, n, count, step)) return rc;
     }
     step += 5;
   }
-  unsetenv("ZCX_ALGO");
+  config::clear_override("ZCX_ALGO");
   // Argument checks: GPU streams are not there yet, bad dtype/root, NULL buffers.
   int32_t one = 1;
   int fake_stream = 0;
@@ -134,14 +131,11 @@ TEST(CollProcesses, EveryCollectiveOverTheRealTransport) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", "30");
   for (int n : {2, 3, 4}) {
-    SockAddr lo, root;
-    UniqueFd probe;
-    ASSERT_EQ(sockaddr_parse("127.0.0.1:0", &lo), Status::kSuccess);
-    ASSERT_EQ(socket_listen(lo, 1, &probe, &root), Status::kSuccess);  // a free port
-    probe.reset();
+    const std::string root = test::free_loopback_root();
+    ASSERT_FALSE(root.empty());
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r)
-      pids.push_back(test::fork_child([&, r] { return coll_rank(r, n, root.to_string()); }));
+      pids.push_back(test::fork_child([&, r] { return coll_rank(r, n, root); }));
     for (int r = 0; r < n; ++r)
       EXPECT_EQ(test::wait_child(pids[static_cast<size_t>(r)], 100000), 0) << "rank " << r << " of " << n;
   }

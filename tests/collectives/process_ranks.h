@@ -1,0 +1,134 @@
+// Helpers for the multi-process collective tests: fork N ranks that find each other
+// zcx-run style (ZCX_RANK/ZCX_NRANKS/ZCX_ROOT/ZCX_SECRET on loopback), give each a pipe to
+// report through, and collect every child's exit code and report text with a bound.
+#pragma once
+
+#include "bootstrap/test_util.h"
+
+#include "common/socket.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zcx::test {
+
+// "127.0.0.1:<port>" for a port that was free a moment ago (the bootstrap root binds it).
+inline std::string free_loopback_root() {
+  SockAddr lo, bound;
+  UniqueFd probe;
+  if (sockaddr_parse("127.0.0.1:0", &lo) != Status::kSuccess ||
+      socket_listen(lo, 1, &probe, &bound) != Status::kSuccess)
+    return "";
+  return bound.to_string();
+}
+
+// The launcher variables one rank reads in zcx_comm_init_env / zcx_init_from_env.
+inline void set_rank_env(int rank, int nranks, const std::string& root) {
+  setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
+  setenv("ZCX_NRANKS", std::to_string(nranks).c_str(), 1);
+  setenv("ZCX_ROOT", root.c_str(), 1);
+  setenv("ZCX_SECRET", "0123456789abcdef", 1);
+}
+
+// CLOCK_MONOTONIC in seconds: comparable between processes of this machine.
+inline double monotonic_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct RankResult {
+  int exit_code = -1;  // exit status, 128 + signal, or 255 when killed at the deadline
+  std::string report;  // everything the rank wrote to its report fd
+};
+
+// What a rank runs: fn(rank, report_fd) returns the child's exit code.
+using RankMain = std::function<int(int rank, int report_fd)>;
+
+namespace detail {
+
+inline void drain_pipe(int fd, std::string* out, char* open) {
+  char buf[4096];
+  ssize_t got = read(fd, buf, sizeof buf);
+  if (got > 0) out->append(buf, static_cast<size_t>(got));
+  else if (got == 0 || (errno != EINTR && errno != EAGAIN)) *open = 0;
+}
+
+inline int decode_wait_status(int st) {
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace detail
+
+// Forks n ranks running fn with the launcher variables set (a fresh loopback root), reads
+// their reports while they run, and waits at most timeout_ms in all; ranks still alive then
+// are killed (exit_code 255). Only the child's own pipe end stays open in each child.
+inline std::vector<RankResult> run_rank_processes(int n, int timeout_ms, const RankMain& fn) {
+  const std::string root = free_loopback_root();
+  std::vector<RankResult> results(static_cast<size_t>(n));
+  std::vector<int> read_fds(static_cast<size_t>(n), -1);
+  std::vector<pid_t> pids(static_cast<size_t>(n), -1);
+  for (int r = 0; r < n; ++r) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) break;
+    pids[r] = fork_child([&, r, w = fds[1]] {
+      for (int q = 0; q < r; ++q) close(read_fds[q]);
+      close(fds[0]);
+      set_rank_env(r, n, root);
+      return fn(r, w);
+    });
+    close(fds[1]);
+    read_fds[r] = fds[0];
+  }
+  std::vector<char> open(static_cast<size_t>(n), 1), reaped(static_cast<size_t>(n), 0);
+  const double deadline = monotonic_s() + timeout_ms / 1000.0;
+  for (int left = n;;) {
+    std::vector<pollfd> pfds;
+    for (int r = 0; r < n; ++r)
+      if (open[r] && read_fds[r] >= 0) pfds.push_back({read_fds[r], POLLIN, 0});
+    if (!pfds.empty()) poll(pfds.data(), pfds.size(), 20);
+    else usleep(10000);
+    for (int r = 0; r < n; ++r)
+      if (open[r] && read_fds[r] >= 0) {
+        pollfd p{read_fds[r], POLLIN, 0};
+        if (poll(&p, 1, 0) > 0) detail::drain_pipe(read_fds[r], &results[r].report, &open[r]);
+      }
+    for (int r = 0; r < n; ++r) {
+      int st = 0;
+      if (!reaped[r] && pids[r] > 0 && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        results[r].exit_code = detail::decode_wait_status(st);
+        reaped[r] = 1;
+        --left;
+      }
+    }
+    bool any_open = false;
+    for (int r = 0; r < n; ++r) any_open = any_open || (open[r] && read_fds[r] >= 0);
+    if (left == 0 && !any_open) break;
+    if (monotonic_s() > deadline) {
+      for (int r = 0; r < n; ++r)
+        if (!reaped[r] && pids[r] > 0) {
+          kill(pids[r], SIGKILL);
+          waitpid(pids[r], nullptr, 0);
+          results[r].exit_code = 255;
+          results[r].report += "\n[killed by the test: still running at the deadline]\n";
+        }
+      break;
+    }
+  }
+  for (int fd : read_fds)
+    if (fd >= 0) close(fd);
+  return results;
+}
+
+}  // namespace zcx::test
