@@ -45,7 +45,9 @@ std::string desc_diff(const OpDesc& mine, const OpDesc& theirs) {
            kind_name(theirs.kind) + " there";
   add(&out, "dtype", mine.dtype, theirs.dtype);
   add(&out, "reduction op", mine.redop, theirs.redop);
-  add(&out, "root", static_cast<uint64_t>(mine.root), static_cast<uint64_t>(theirs.root));
+  if (mine.root != theirs.root)  // signed: -1 (no root) must not print as 2^64 - 1
+    out += std::string(out.empty() ? "" : ", ") + "root " + std::to_string(mine.root) +
+           " here vs " + std::to_string(theirs.root) + " there";
   add(&out, "nranks", mine.nranks, theirs.nranks);
   add(&out, "count", mine.count, theirs.count);
   add(&out, "count/displacement arrays (hash)", mine.aux, theirs.aux);

@@ -25,6 +25,10 @@
  * sendbuf + rank * recvcount * size == recvbuf; alltoall with sendbuf == recvbuf.
  * For the V forms the same rule applies with the displacement of this rank.
  *
+ * Configuration (ZCX_ALGO, ZCX_CHUNK_SIZE, the cost-model variables, ZCX_TIMEOUT) is read from
+ * the environment when a communicator first needs it; changing the environment later does not
+ * affect that communicator (like NCCL's variables).
+ *
  * avg: the sum, divided by nranks at the end; integer types truncate toward zero.
  * float16/bfloat16: each binary reduction is computed in float32 and rounded to nearest
  * even; results are bit-identical whichever CPU SIMD path runs. */
