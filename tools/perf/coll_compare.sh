@@ -20,6 +20,9 @@
 #   --reps R      repetitions per measurement (default 5)
 #   --rows LIST   only these rows (ids above, comma separated; default: all)
 #   --logs DIR    keep every program's output there (default: a temporary folder, removed)
+# Everything runs at normal priority: unlike shm_compare.sh there is no RT="chrt -f" option,
+# because Open MPI's pml ucx ranks under SCHED_FIFO spun for minutes on this 2-CPU VM (their
+# helper threads starved) and held both CPUs away from everyone else.
 # Needs mpicc/mpirun (openmpi-bin, libopenmpi-dev) and, for the Gloo column, g++ and
 # libgloo-dev (tools/install-deps.sh bench). Prints a markdown table for docs/PERFORMANCE.md.
 # Exit code 0 when every target is met, 1 when one is missed, 2 when something could not run.
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift 2 ;;
     --rows) only=$2; shift 2 ;;
     --logs) logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coll_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
