@@ -127,7 +127,9 @@ stats_json() {
 import json, sys
 row = json.load(open(sys.argv[1]))["rows"][-1]["out_of_place"]
 s = row["time_us" if sys.argv[2] == "lat" else "busbw_GBps"]
-print(s["median"], s["min"], s["max"], row.get("wrong", -1))
+if None not in (s["median"], s["min"], s["max"]):  # null: not finite
+    wrong = row.get("wrong")
+    print(s["median"], s["min"], s["max"], -1 if wrong is None else wrong)
 PY
 }
 
