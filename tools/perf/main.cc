@@ -1,6 +1,8 @@
 // zcx-perf: transport and collective benchmarks. One subcommand per test family:
 //   p2p   point-to-point latency and bandwidth over one provider (p2p/)
+//   coll  collective bandwidth in the manner of nccl-tests (coll/)
 // The shared engine (sizes, timing, statistics, table and JSON) is in engine/.
+#include "coll/coll.h"
 #include "p2p/p2p.h"
 
 #include <cstdio>
@@ -20,6 +22,7 @@ void usage(FILE* to) {
       "\n"
       "Run the ranks with the zcx launcher, e.g.\n"
       "  zcx-run -np 2 -- zcx-perf p2p --provider tcp -b 8 -e 64M\n"
+      "  zcx-run -np 4 -- zcx-perf coll allreduce -b 8 -e 64M -f 8\n"
       "Sizes, iterations and warm-up are spelled as in nccl-tests (-b, -e, -f, -n, -w);\n"
       "results are median, min and max over --reps repetitions; --json FILE writes them\n"
       "as JSON (docs/PERF_JSON.md).\n");
@@ -34,6 +37,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   if (!std::strcmp(argv[1], "p2p")) return zcx::perf::p2p_main(args);
+  if (!std::strcmp(argv[1], "coll")) return zcx::perf::coll_main(args);
   std::fprintf(stderr, "zcx-perf: unknown test '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -1,0 +1,123 @@
+// zcx-perf coll end to end: 2 and 3 ranks under zcx-run (shm between local ranks, or
+// whatever ZCX_PROVIDERS selects), small sizes, every result checked (#wrong) by zcx-perf
+// itself, and the JSON rows the compare scripts read.
+#include "tool_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace zcx::test {
+namespace {
+
+const std::string kRun = ZCX_RUN_PATH;
+const std::string kPerf = ZCX_PERF_PATH;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Table rows of rank 0 whose both #wrong cells are 0 (5 numbers, then #wrong, per placement).
+int clean_rows(const std::string& out, const std::string& type, const std::string& redop,
+               int root) {
+  std::regex row(R"(\[0\] +[0-9]+ +[0-9]+ +)" + type + " +" + redop + " +" +
+                 std::to_string(root) + R"(( +[0-9]+\.[0-9]+){5} +0( +[0-9]+\.[0-9]+){5} +(0|N/A))");
+  int rows = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) rows += std::regex_match(line, row);
+  return rows;
+}
+
+struct Case {
+  int np;
+  std::string op, flags, type, redop;
+  int root;
+};
+
+// Runs one case over sizes 8 B .. 256 KiB (6 sizes) and checks table and JSON.
+void run_case(const Case& c) {
+  std::string json = testing::TempDir() + "/zcx_perf_coll_" + c.op + std::to_string(c.np) + ".json";
+  ToolResult r = run_tool(kRun + " -np " + std::to_string(c.np) + " --timeout 60 -- " + kPerf +
+                          " coll " + c.op + " -b 8 -e 256K -f 8 -n 3 -w 1 --reps 2 -c 1 " +
+                          c.flags + " --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(clean_rows(r.out, c.type, c.redop, c.root), 6) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# Avg bus bandwidth    : "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[1] "), std::string::npos) << "only rank 0 prints: " << r.out;
+  std::string text = slurp(json);
+  EXPECT_NE(text.find("\"schema\": \"zcx-perf/1\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"test\": \"coll\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"op\": \"" + c.op + "\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"ranks\": " + std::to_string(c.np)), std::string::npos) << text;
+  EXPECT_EQ(count_of(text, "{\"size\": "), 6) << text;
+  EXPECT_EQ(count_of(text, "\"out_of_place\": {\"time_us\": {\"median\": "), 6) << text;
+  EXPECT_EQ(count_of(text, "\"in_place\": {\"time_us\": {\"median\": "), 6) << text;
+  EXPECT_EQ(count_of(text, "\"wrong\": 0}"), 12) << text;
+  EXPECT_NE(text.find("{\"size\": 26214"), std::string::npos) << "largest row: " << text;
+}
+
+TEST(ZcxPerfColl, AllreduceTwoAndThreeRanks) {
+  run_case({2, "allreduce", "", "float", "sum", -1});
+  run_case({3, "allreduce", "", "float", "sum", -1});
+}
+
+TEST(ZcxPerfColl, AllgatherAndBroadcastFromRankOne) {
+  run_case({3, "allgather", "", "float", "none", -1});
+  run_case({2, "broadcast", "-r 1", "float", "none", 1});
+  run_case({3, "broadcast", "-r 1", "float", "none", 1});
+}
+
+// The other ops, dtypes and reductions, one run each (the check covers every element).
+TEST(ZcxPerfColl, OtherOpsTypesAndReductions) {
+  run_case({3, "reduce", "-r 2 -d int8 -o max", "int8", "max", 2});
+  run_case({3, "reducescatter", "-d half -o prod", "half", "prod", -1});
+  run_case({3, "allreduce", "-d bfloat16 -o avg", "bfloat16", "avg", -1});
+  run_case({3, "allreduce", "-d int64 -o min", "int64", "min", -1});
+  run_case({3, "alltoall", "-d uint32", "uint32", "none", -1});
+}
+
+TEST(ZcxPerfColl, SendrecvInPlaceIsNotChecked) {
+  ToolResult r = run_tool(kRun + " -np 3 --timeout 60 -- " + kPerf +
+                          " coll sendrecv -b 8 -e 4K -f 8 -n 3 -w 1 --reps 1 -d double");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(clean_rows(r.out, "double", "none", -1), 4) << r.out;
+  EXPECT_NE(r.out.find("N/A"), std::string::npos) << r.out;
+}
+
+TEST(ZcxPerfColl, BadOptionsAndHelp) {
+  ToolResult help = run_tool(kPerf + " coll --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("-o, --op OP"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--provider NAMES"), std::string::npos) << help.out;
+  ToolResult op = run_tool(kPerf + " coll allsorts");
+  EXPECT_EQ(op.exit_code, 2);
+  EXPECT_NE(op.err.find("unknown collective 'allsorts'"), std::string::npos) << op.err;
+  ToolResult type = run_tool(kPerf + " coll allreduce -d float128");
+  EXPECT_EQ(type.exit_code, 2);
+  EXPECT_NE(type.err.find("-d needs int8"), std::string::npos) << type.err;
+  ToolResult root = run_tool(kRun + " -np 2 --timeout 60 -- " + kPerf + " coll reduce -r 2");
+  EXPECT_NE(root.exit_code, 0);
+  EXPECT_NE(root.err.find("-r 2 is not a rank of this 2-rank job"), std::string::npos) << root.err;
+}
+
+TEST(ZcxPerfColl, RanksWithDifferentOptionsAreRejected) {
+  ToolResult r = run_tool(kRun + " -np 2 --timeout 60 -- sh -c 'exec " + kPerf +
+                          " coll allreduce -b 8 -e 8 -n $((3 + ZCX_RANK)) --reps 1'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("the ranks got different options"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace zcx::test

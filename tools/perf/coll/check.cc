@@ -1,0 +1,113 @@
+#include "coll/check.h"
+
+#include "coll/data.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+namespace zcx::perf {
+namespace {
+
+constexpr unsigned char kSentinel = 0xa5;  // no test value is made of these bytes (but int8)
+
+size_t elem_size(const Placement& p) { return zcx_dtype_size(p.call.dtype); }
+
+size_t buffer_elems(const Placement& p) { return std::max(p.shape.send, p.shape.recv); }
+
+// Elements of this rank's input: all of them for reducescatter and alltoall, one block
+// (param) for the others.
+size_t input_elems(const Placement& p) { return p.shape.send; }
+
+// Elements the output holds (the rest of the receive buffer is not written).
+size_t output_elems(const Placement& p) { return p.shape.recv; }
+
+template <class T>
+void fill_input(const Placement& p, const Pattern& pattern, const CollBuffers& b) {
+  const CollCall& c = p.call;
+  bool is_broadcast = std::string_view(p.op->name) == "broadcast";
+  if (is_broadcast && c.rank != c.root) return;  // only the root's input is read
+  T* in = static_cast<T*>(const_cast<void*>(send_ptr(p, b)));
+  for (size_t j = 0; j < input_elems(p); ++j) in[j] = value<T>(pattern, c.rank, j);
+}
+
+// The value output element j of this rank must have.
+template <class T>
+T expected(const Placement& p, const Pattern& pattern, size_t j) {
+  const CollCall& c = p.call;
+  std::string_view name = p.op->name;
+  size_t block = p.shape.param;
+  if (name == "allreduce") return reduced<T>(pattern, c.nranks, j, c.redop);
+  if (name == "reduce") {
+    if (c.rank == c.root) return reduced<T>(pattern, c.nranks, j, c.redop);
+    if (p.in_place) return value<T>(pattern, c.rank, j);  // the input, untouched
+    T untouched;
+    std::memset(&untouched, kSentinel, sizeof untouched);
+    return untouched;
+  }
+  if (name == "broadcast") return value<T>(pattern, c.root, j);
+  if (name == "allgather") return value<T>(pattern, static_cast<int>(j / block), j % block);
+  if (name == "reducescatter") return reduced<T>(pattern, c.nranks, c.rank * block + j, c.redop);
+  if (name == "alltoall")
+    return value<T>(pattern, static_cast<int>(j / block), c.rank * block + j % block);
+  return value<T>(pattern, (c.rank + c.nranks - 1) % c.nranks, j);  // sendrecv
+}
+
+template <class T>
+int64_t count_wrong_typed(const Placement& p, const Pattern& pattern, const CollBuffers& b) {
+  const T* out = static_cast<const T*>(recv_ptr(p, b));
+  int64_t wrong = 0;
+  for (size_t j = 0; j < output_elems(p); ++j)
+    wrong += !matches<T>(out[j], expected<T>(p, pattern, j), p.call.nranks);
+  return wrong;
+}
+
+template <class T>
+Pattern pattern_for(const Placement& p, uint64_t seed) {
+  return make_pattern<T>(p.call.redop, p.op->reduces, seed, p.call.nranks);
+}
+
+}  // namespace
+
+bool CollBuffers::allocate(size_t bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
+  send_.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, rounded)));
+  recv_.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, rounded)));
+  return send_ && recv_;
+}
+
+const void* send_ptr(const Placement& p, const CollBuffers& b) {
+  if (!p.in_place) return b.send();
+  return b.recv() + p.shape.send_inplace * static_cast<size_t>(p.call.rank) * elem_size(p);
+}
+
+void* recv_ptr(const Placement& p, const CollBuffers& b) {
+  if (!p.in_place) return b.recv();
+  return b.recv() + p.shape.recv_inplace * static_cast<size_t>(p.call.rank) * elem_size(p);
+}
+
+void fill_for_timing(const Placement& p, const CollBuffers& b) {
+  with_dtype(p.call.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T one = from_double<T>(1.0);
+    std::fill_n(reinterpret_cast<T*>(b.send()), buffer_elems(p), one);
+    std::fill_n(reinterpret_cast<T*>(b.recv()), buffer_elems(p), one);
+  });
+}
+
+void fill_for_check(const Placement& p, uint64_t seed, const CollBuffers& b) {
+  std::memset(b.recv(), kSentinel, buffer_elems(p) * elem_size(p));
+  with_dtype(p.call.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    fill_input<T>(p, pattern_for<T>(p, seed), b);
+  });
+}
+
+int64_t count_wrong(const Placement& p, uint64_t seed, const CollBuffers& b) {
+  return with_dtype(p.call.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return count_wrong_typed<T>(p, pattern_for<T>(p, seed), b);
+  });
+}
+
+}  // namespace zcx::perf

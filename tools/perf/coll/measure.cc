@@ -1,0 +1,94 @@
+#include "coll/measure.h"
+
+#include "engine/timer.h"
+
+#include <vector>
+
+namespace zcx::perf {
+namespace {
+
+std::string failure(const Placement& p, const char* what) {
+  return std::string(what) + " (" + p.op->name + ", " +
+         std::to_string(p.shape.param) + " elements, " +
+         (p.in_place ? "in place" : "out of place") + ") failed on rank " +
+         std::to_string(p.call.rank) + ": " + zcx_get_last_error();
+}
+
+bool run_iterations(const Placement& p, const CollBuffers& b, int iters, std::string* error) {
+  const void* send = send_ptr(p, b);
+  void* recv = recv_ptr(p, b);
+  for (int i = 0; i < iters; ++i)
+    if (p.op->run(send, recv, p.shape.param, p.call) != ZCX_SUCCESS) {
+      *error = failure(p, "the collective");
+      return false;
+    }
+  return true;
+}
+
+// Each rank's mean time per iteration in each repetition, in microseconds.
+bool time_reps(const Placement& p, const MeasureSettings& s, const CollBuffers& b,
+               std::vector<double>* us, std::string* error) {
+  for (int rep = 0; rep < s.reps; ++rep) {
+    if (zcx_barrier_comm(p.call.comm, nullptr) != ZCX_SUCCESS) {
+      *error = failure(p, "the barrier before a repetition");
+      return false;
+    }
+    Stopwatch watch;
+    if (!run_iterations(p, b, s.iters, error)) return false;
+    us->push_back(watch.elapsed_us() / s.iters);
+  }
+  return true;
+}
+
+// nccl-tests reports the mean over the ranks of their times (its -a 1 default).
+bool average_over_ranks(const Placement& p, std::vector<double>* us, std::string* error) {
+  if (zcx_allreduce(us->data(), us->data(), us->size(), ZCX_FLOAT64, ZCX_SUM, p.call.comm,
+                    nullptr) != ZCX_SUCCESS) {
+    *error = failure(p, "averaging the times over the ranks");
+    return false;
+  }
+  for (double& t : *us) t /= p.call.nranks;
+  return true;
+}
+
+bool check_once(const Placement& p, uint64_t seed, const CollBuffers& b, int64_t* wrong,
+                std::string* error) {
+  fill_for_check(p, seed, b);
+  if (!run_iterations(p, b, 1, error)) return false;
+  *wrong = p.in_place && !p.op->checks_in_place ? 0 : count_wrong(p, seed, b);
+  if (zcx_allreduce(wrong, wrong, 1, ZCX_INT64, ZCX_SUM, p.call.comm, nullptr) != ZCX_SUCCESS) {
+    *error = failure(p, "summing #wrong over the ranks");
+    return false;
+  }
+  if (p.in_place && !p.op->checks_in_place) *wrong = -1;
+  return true;
+}
+
+void to_bandwidths(const Placement& p, const std::vector<double>& us, PlacementResult* out) {
+  double bytes = static_cast<double>(p.shape.param * zcx_dtype_size(p.call.dtype));
+  if (p.op->algbw_times_nranks) bytes *= p.call.nranks;
+  double factor = p.op->bus_factor(p.call.nranks);
+  std::vector<double> alg, bus;
+  for (double t : us) {
+    alg.push_back(bytes / (t * 1e-6) / 1e9);
+    bus.push_back(alg.back() * factor);
+  }
+  out->time_us = summarize(us);
+  out->algbw_GBps = summarize(alg);
+  out->busbw_GBps = summarize(bus);
+}
+
+}  // namespace
+
+bool measure_placement(const Placement& p, const MeasureSettings& s, uint64_t seed,
+                       const CollBuffers& b, PlacementResult* out, std::string* error) {
+  fill_for_timing(p, b);
+  if (!run_iterations(p, b, s.warmup, error)) return false;
+  std::vector<double> us;
+  if (!time_reps(p, s, b, &us, error) || !average_over_ranks(p, &us, error)) return false;
+  to_bandwidths(p, us, out);
+  out->wrong = -1;
+  return !s.check || check_once(p, seed, b, &out->wrong, error);
+}
+
+}  // namespace zcx::perf

@@ -1,0 +1,34 @@
+// Timing and checking one size of zcx-perf coll, as nccl-tests' BenchTime does: warm-up,
+// then --reps repetitions of n iterations (each rank's mean time per iteration, averaged
+// over the ranks), then one checked call.
+#pragma once
+
+#include "coll/check.h"
+#include "engine/stats.h"
+
+#include <cstdint>
+#include <string>
+
+namespace zcx::perf {
+
+struct PlacementResult {
+  Summary time_us, algbw_GBps, busbw_GBps;  // over the repetitions
+  int64_t wrong = -1;                        // summed over ranks; -1 = not checked
+};
+
+struct SizeResult {
+  size_t size = 0, count = 0;  // the table's "size" (bytes) and "count" (elements) columns
+  int iters = 0;
+  PlacementResult out_of_place, in_place;
+};
+
+struct MeasureSettings {
+  int iters = 20, warmup = 5, reps = 5;
+  bool check = true;
+};
+
+// Measures one placement. On failure returns false with *error saying what failed.
+bool measure_placement(const Placement& p, const MeasureSettings& s, uint64_t seed,
+                       const CollBuffers& b, PlacementResult* out, std::string* error);
+
+}  // namespace zcx::perf

@@ -1,0 +1,150 @@
+#include "coll/options.h"
+
+#include "common/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace zcx::perf {
+namespace {
+
+constexpr int kDefaultIters = 20;   // nccl-tests' defaults
+constexpr int kDefaultWarmup = 5;
+
+struct NamedDtype {
+  const char* name;
+  zcx_dtype_t dtype;
+};
+// nccl-tests' names first (they are what the table prints), then the aliases it accepts.
+constexpr NamedDtype kDtypes[] = {
+    {"int8", ZCX_INT8},         {"uint8", ZCX_UINT8},       {"int32", ZCX_INT32},
+    {"uint32", ZCX_UINT32},     {"int64", ZCX_INT64},       {"uint64", ZCX_UINT64},
+    {"half", ZCX_FLOAT16},      {"bfloat16", ZCX_BFLOAT16}, {"float", ZCX_FLOAT32},
+    {"double", ZCX_FLOAT64},    {"char", ZCX_INT8},         {"int", ZCX_INT32},
+    {"float16", ZCX_FLOAT16},   {"bf16", ZCX_BFLOAT16},     {"float32", ZCX_FLOAT32},
+    {"float64", ZCX_FLOAT64}};
+constexpr const char* kRedops[] = {"sum", "prod", "min", "max", "avg"};  // zcx_redop_t order
+
+bool is_op(const std::string& op) {
+  for (const char* known : {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
+                            "alltoall", "sendrecv"})
+    if (op == known) return true;
+  return false;
+}
+
+bool parse_long(const std::string& text, long lo, long hi, long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+std::string parse_dtype(const std::string& text, zcx_dtype_t* out) {
+  for (const NamedDtype& d : kDtypes)
+    if (text == d.name) {
+      *out = d.dtype;
+      return "";
+    }
+  return "-d needs int8, uint8, int32, uint32, int64, uint64, half (float16), bfloat16, "
+         "float (float32) or double (float64)";
+}
+
+std::string parse_redop(const std::string& text, zcx_redop_t* out) {
+  for (int i = 0; i < ZCX_REDOP_COUNT; ++i)
+    if (text == kRedops[i]) {
+      *out = static_cast<zcx_redop_t>(i);
+      return "";
+    }
+  return "-o needs sum, prod, min, max or avg";
+}
+
+std::string apply(const std::string& name, const std::string& value, CollOptions* o) {
+  long v = 0;
+  if (name == "-c" || name == "--check") {
+    if (!parse_long(value, 0, 1, &v)) return name + " needs 0 or 1";
+    o->check = v == 1;
+  } else if (name == "-o" || name == "--op") {
+    return parse_redop(value, &o->redop);
+  } else if (name == "-d" || name == "--datatype") {
+    return parse_dtype(value, &o->dtype);
+  } else if (name == "-r" || name == "--root") {
+    if (!parse_long(value, 0, 1 << 20, &v)) return name + " needs a rank >= 0";
+    o->root = static_cast<int>(v);
+  } else if (name == "-i" || name == "--stepbytes") {
+    std::optional<size_t> bytes = config::parse_size(value);
+    if (!bytes || *bytes == 0) return name + " needs a size such as 1M";
+    o->step_bytes = *bytes;
+  } else if (name == "--provider") {
+    o->provider = value;
+  } else if (name == "--algo") {
+    o->algo = value;
+  } else {
+    return "unknown option '" + name + "'";
+  }
+  return "";
+}
+
+// nccl-tests' -f 1 means "step linearly by -i"; the shared sweep parser wants a factor >= 2,
+// so a factor of 1 is taken out here. Returns true when the sweep is linear.
+bool take_linear_factor(std::vector<std::string>* args, bool* has_factor) {
+  for (size_t i = 0; i + 1 < args->size(); ++i) {
+    const std::string& name = (*args)[i];
+    if (name != "-f" && name != "--stepfactor") continue;
+    *has_factor = true;
+    if ((*args)[i + 1] != "1") return false;
+    args->erase(args->begin() + static_cast<long>(i), args->begin() + static_cast<long>(i) + 2);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string parse_coll_options(std::vector<std::string> args, CollOptions* o) {
+  if (args.empty() || !is_op(args[0]))
+    return args.empty() ? "which collective? (allreduce, broadcast, ...)"
+                        : "unknown collective '" + args[0] + "'";
+  o->op = args[0];
+  args.erase(args.begin());
+  o->sweep.iters = kDefaultIters;
+  o->sweep.warmup = kDefaultWarmup;
+  bool has_factor = false;
+  bool linear = take_linear_factor(&args, &has_factor);
+  std::string error = parse_sweep_options(&args, &o->sweep);
+  for (size_t i = 0; error.empty() && i < args.size(); i += 2) {
+    if (i + 1 >= args.size()) return args[i] + " needs a value (or is unknown)";
+    error = apply(args[i], args[i + 1], o);
+    if (!error.empty()) error += " (got '" + args[i + 1] + "')";
+  }
+  if (!error.empty()) return error;
+  // As in nccl-tests: a factor above 1 wins; -i alone (or with -f 1) steps linearly.
+  if (linear || (!has_factor && o->step_bytes > 0)) {
+    if (o->step_bytes == 0) o->step_bytes = size_t{1} << 20;  // nccl-tests' default -i
+    o->sweep.factor = 1;
+  }
+  return "";
+}
+
+std::vector<size_t> coll_sizes(const CollOptions& o) {
+  if (o.sweep.factor > 1) return sweep_sizes(o.sweep);
+  std::vector<size_t> sizes;
+  for (size_t s = o.sweep.min_bytes; s <= o.sweep.max_bytes; s += o.step_bytes) {
+    sizes.push_back(s);
+    if (s > o.sweep.max_bytes - o.step_bytes) break;
+  }
+  return sizes;
+}
+
+const char* dtype_label(zcx_dtype_t dtype) {
+  for (const NamedDtype& d : kDtypes)
+    if (d.dtype == dtype) return d.name;
+  return "?";
+}
+
+const char* redop_label(zcx_redop_t op) {
+  return op >= 0 && op < ZCX_REDOP_COUNT ? kRedops[op] : "?";
+}
+
+}  // namespace zcx::perf
