@@ -35,10 +35,16 @@ inline void half_store(uint16_t* p, VecF16 f) {
 #undef ZCX_VB
 
 }  // namespace
-
-void fill_avx512_kernels(KernelTable& t) { fill_vec_table(t); }
-
 }  // namespace zcx::coll
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+
+namespace zcx::coll {
+namespace {
+#include "reduce/reduce_vec_table.h"
+}  // namespace
+
+void fill_avx512_kernels(KernelTable& t) { fill_vec_table(t); }
+
+}  // namespace zcx::coll

@@ -96,30 +96,3 @@ void vkernel_bhalf(void* out, const void* a, const void* b, size_t n) {
     bhalf_store(o + i, VOp<Op>::apply(bhalf_load(x + i), bhalf_load(y + i)));
   scalar_loop_bhalf<Op>(o + i, x + i, y + i, n - i);
 }
-
-template <class T>
-void fill_vec_row(ReduceFn* row) {
-  row[0] = vkernel<SumOp, T>;
-  row[1] = vkernel<ProdOp, T>;
-  row[2] = vkernel<MinOp, T>;
-  row[3] = vkernel<MaxOp, T>;
-}
-
-void fill_vec_table(KernelTable& t) {
-  fill_vec_row<int8_t>(t[ZCX_INT8]);
-  fill_vec_row<uint8_t>(t[ZCX_UINT8]);
-  fill_vec_row<int32_t>(t[ZCX_INT32]);
-  fill_vec_row<uint32_t>(t[ZCX_UINT32]);
-  fill_vec_row<int64_t>(t[ZCX_INT64]);
-  fill_vec_row<uint64_t>(t[ZCX_UINT64]);
-  fill_vec_row<float>(t[ZCX_FLOAT32]);
-  fill_vec_row<double>(t[ZCX_FLOAT64]);
-  t[ZCX_FLOAT16][0] = vkernel_half<SumOp>;
-  t[ZCX_FLOAT16][1] = vkernel_half<ProdOp>;
-  t[ZCX_FLOAT16][2] = vkernel_half<MinOp>;
-  t[ZCX_FLOAT16][3] = vkernel_half<MaxOp>;
-  t[ZCX_BFLOAT16][0] = vkernel_bhalf<SumOp>;
-  t[ZCX_BFLOAT16][1] = vkernel_bhalf<ProdOp>;
-  t[ZCX_BFLOAT16][2] = vkernel_bhalf<MinOp>;
-  t[ZCX_BFLOAT16][3] = vkernel_bhalf<MaxOp>;
-}
