@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# coll_compare.sh: zcx's float32 sum allreduce (zcx-perf coll, under zcx-run) against Open MPI
+# 4.1 (pml ob1 with the vader/tcp BTL, and pml ucx) and Gloo's ring allreduce over TCP, in one
+# run on this host, same sizes and method (nccl-tests'): per size -w warm-up iterations, then
+# --reps repetitions of -n iterations; a repetition's time per iteration = elapsed / n,
+# averaged over the ranks (nccl-tests' -a 1); busbw = size / time * 2(n-1)/n, GB/s = 1e9 B/s;
+# each cell is the median (min-max) over the repetitions, out-of-place.
+# Rows (the targets of issue 4; "Open MPI" = the faster of its two pmls in this run):
+#   shm-8B    2 ranks shm   8 B     latency (time per allreduce) <= 0.2 us
+#   shm-2M    2 ranks shm   2 MiB   busbw >= 1.5 x Open MPI
+#   shm-32M   2 ranks shm   32 MiB  busbw >= 6 GB/s
+#   shm-256M  2 ranks shm   256 MiB busbw >= 6 GB/s
+#   tcp-256M  2 ranks tcp   256 MiB busbw >= 2 x Gloo (Open MPI there: ob1+tcp, ucx over tcp)
+#   shm4-64M  4 ranks shm   64 MiB  busbw >= 2 x Open MPI (4 ranks oversubscribe a 2-core VM)
+# Gloo always runs over TCP on lo; on shm rows it is a reference, not a target.
+#
+# usage: tools/perf/coll_compare.sh [--build DIR] [--reps R] [--rows ID,ID] [--logs DIR]
+#   --build DIR   the zcx build folder with tools/run/zcx-run and tools/perf/zcx-perf
+#                 (default: ./build); ZCX_RUN / ZCX_PERF override the two paths
+#   --reps R      repetitions per measurement (default 5)
+#   --rows LIST   only these rows (ids above, comma separated; default: all)
+#   --logs DIR    keep every program's output there (default: a temporary folder, removed)
+# Everything runs at normal priority: unlike shm_compare.sh there is no RT="chrt -f" option,
+# because Open MPI's pml ucx ranks under SCHED_FIFO spun for minutes on this 2-CPU VM (their
+# helper threads starved) and held both CPUs away from everyone else.
+# Needs mpicc/mpirun (openmpi-bin, libopenmpi-dev) and, for the Gloo column, g++ and
+# libgloo-dev (tools/install-deps.sh bench). Prints a markdown table for docs/PERFORMANCE.md.
+# Exit code 0 when every target is met, 1 when one is missed, 2 when something could not run.
+set -u -o pipefail
+
+build=build
+reps=5
+only=""
+logs=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --rows) only=$2; shift 2 ;;
+    --logs) logs=$2; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "coll_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+#      id        ranks provider bytes     iters warm-up metric rule  target peer
+ROWS=("shm-8B    2     shm      8         1000  100     lat    le    0.2    -"
+      "shm-2M    2     shm      2097152   100   10      bw     ratio 1.5    mpi"
+      "shm-32M   2     shm      33554432  20    5       bw     ge    6      -"
+      "shm-256M  2     shm      268435456 10    2       bw     ge    6      -"
+      "tcp-256M  2     tcp      268435456 10    2       bw     ratio 2      gloo"
+      "shm4-64M  4     shm      67108864  10    2       bw     ratio 2      mpi")
+
+here=$(cd "$(dirname "$0")" && pwd)
+zcx_run=${ZCX_RUN:-$build/tools/run/zcx-run}
+zcx_perf=${ZCX_PERF:-$build/tools/perf/zcx-perf}
+missing=()
+for tool in mpicc mpirun python3; do
+  command -v "$tool" >/dev/null || missing+=("$tool (Debian: openmpi-bin, libopenmpi-dev, python3)")
+done
+[ -x "$zcx_run" ] || missing+=("$zcx_run (build zcx: ninja -C $build zcx-run)")
+[ -x "$zcx_perf" ] || missing+=("$zcx_perf (build zcx: ninja -C $build zcx-perf)")
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "coll_compare.sh: missing:" >&2
+  printf '  %s\n' "${missing[@]}" >&2
+  exit 2
+fi
+
+work=$(mktemp -d /tmp/zcx-coll-compare.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+out=${logs:-$work}
+mkdir -p "$out" || exit 2
+mpicc -O2 -o "$work/mpi_allreduce" "$here/mpi_allreduce.c" || { echo "coll_compare.sh: mpicc failed" >&2; exit 2; }
+have_gloo=0
+if [ -f /usr/include/gloo/allreduce.h ] && command -v g++ >/dev/null; then
+  g++ -O2 -std=c++17 -o "$work/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -lpthread &&
+    have_gloo=1 || echo "# building gloo_allreduce failed: Gloo column left out" >&2
+else
+  echo "# Gloo headers not installed (Debian: libgloo-dev): Gloo column left out" >&2
+fi
+
+export ZCX_TIMEOUT=${ZCX_TIMEOUT:-120}  # a stuck run fails in minutes
+mpirun_base=(mpirun --allow-run-as-root --oversubscribe)
+# Debian's pml ucx only opens for InfiniBand-class devices unless told that any will do.
+ucx_any=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
+
+# Each runner: $1 ranks, $2 provider (shm|tcp), $3 bytes, $4 iters, $5 warm-up, $6 output.
+run_zcx() {
+  "$zcx_run" -np "$1" --timeout 900 -- "$zcx_perf" coll allreduce -d float -o sum \
+    -b "$3" -e "$3" -n "$4" -w "$5" --reps "$reps" --provider "$2" --json "$6.json" > "$6" 2>&1
+}
+mpi_args() { echo -b "$3" -e "$3" -n "$4" -w "$5" --reps "$reps"; }
+run_ob1() {
+  local btl=self,vader
+  [ "$2" = tcp ] && btl=self,tcp
+  timeout 900 "${mpirun_base[@]}" -np "$1" --mca pml ob1 --mca btl "$btl" \
+    "$work/mpi_allreduce" $(mpi_args "$@") > "$6" 2>&1
+}
+run_ucx() {
+  local tls=()
+  [ "$2" = tcp ] && tls=(-x UCX_TLS=tcp,self)
+  timeout 900 "${mpirun_base[@]}" -np "$1" "${ucx_any[@]}" "${tls[@]}" \
+    "$work/mpi_allreduce" $(mpi_args "$@") > "$6" 2>&1
+}
+run_gloo() {  # ranks are local processes; rendezvous in a fresh FileStore folder
+  local store rank pids=() rc=0
+  store=$(mktemp -d "$work/gloo-store.XXXXXX")
+  for rank in $(seq 0 $(( $1 - 1 ))); do
+    timeout 900 "$work/gloo_allreduce" --store "$store" --rank "$rank" --size "$1" --iface lo \
+      $(mpi_args "$@") > "$6.$rank" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  cat "$6".* > "$6"
+  return $rc
+}
+
+# "median min max wrong" of the metric (lat: time_us, bw: busbw_GBps), or nothing.
+stats_text() {  # $1 output file, $2 metric
+  local cols="10 11 12"
+  [ "$2" = lat ] && cols="4 5 6"
+  sed 's/^\[[0-9]*\] //' "$1" | grep -E '^ +[0-9]+ ' | tail -1 |
+    awk -v c="$cols" '{split(c, k, " "); print $k[1], $k[2], $k[3], $13}'
+}
+stats_json() {
+  python3 - "$1" "$2" <<'PY' 2>/dev/null
+import json, sys
+row = json.load(open(sys.argv[1]))["rows"][-1]["out_of_place"]
+s = row["time_us" if sys.argv[2] == "lat" else "busbw_GBps"]
+if None not in (s["median"], s["min"], s["max"]):  # null: not finite
+    wrong = row.get("wrong")
+    print(s["median"], s["min"], s["max"], -1 if wrong is None else wrong)
+PY
+}
+
+declare -A RES  # RES[row,system] = "median min max wrong" (empty: failed or not run)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "# coll_compare.sh on $(hostname), $(nproc) cores, load average $load_before, reps $reps" >&2
+for spec in "${ROWS[@]}"; do
+  read -r id np prov bytes iters warm metric rule target peer <<< "$spec"
+  [ -n "$only" ] && [[ ",$only," != *",$id,"* ]] && continue
+  for sys in zcx ob1 ucx gloo; do
+    [ $sys = gloo ] && [ $have_gloo = 0 ] && continue
+    echo "# $id: $sys ..." >&2
+    f="$out/$id.$sys"
+    if ! "run_$sys" "$np" "$prov" "$bytes" "$iters" "$warm" "$f"; then
+      echo "# $id: $sys failed; its output ends:" >&2
+      tail -5 "$f" >&2
+    fi
+    if [ $sys = zcx ]; then RES[$id,$sys]=$(stats_json "$f.json" "$metric")
+    else RES[$id,$sys]=$(stats_text "$f" "$metric"); fi
+  done
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+cell() {  # $1 "median min max wrong", $2 metric
+  [ -z "$1" ] && { echo "failed"; return; }
+  awk -v m="$2" '{ f = (m == "lat") ? "%.3f (%.3f-%.3f)" : "%.2f (%.2f-%.2f)";
+                   s = sprintf(f, $1, $2, $3); if ($4 > 0) s = s " WRONG " $4; print s }' <<< "$1"
+}
+med() { awk '{print $1}' <<< "$1"; }
+# The better Open MPI median: lower time for lat, higher busbw for bw.
+best_mpi() {  # $1 row id, $2 metric
+  local a b
+  a=$(med "${RES[$1,ob1]:-}"); b=$(med "${RES[$1,ucx]:-}")
+  awk -v a="$a" -v b="$b" -v m="$2" 'BEGIN {
+    if (a == "") { print b; exit } if (b == "") { print a; exit }
+    print (m == "lat") ? (a < b ? a : b) : (a > b ? a : b) }'
+}
+# "ratio verdict" for one row.
+judge() {  # $1 row id, $2 metric, $3 rule, $4 target, $5 peer
+  local z p wrong
+  z=$(med "${RES[$1,zcx]:-}")
+  wrong=$(awk '{print $4}' <<< "${RES[$1,zcx]:-}")
+  if [ "$5" = gloo ]; then p=$(med "${RES[$1,gloo]:-}"); else p=$(best_mpi "$1" "$2"); fi
+  awk -v z="$z" -v p="$p" -v r="$3" -v t="$4" -v w="$wrong" 'BEGIN {
+    ratio = (z != "" && p != "" && p > 0) ? sprintf("%.2f", z / p) : "-"
+    if (z == "") ok = "not run"
+    else if (w > 0) ok = "NOT MET (wrong results)"
+    else if (r == "le") ok = (z <= t) ? "met" : "NOT MET"
+    else if (r == "ge") ok = (z >= t) ? "met" : "NOT MET"
+    else if (ratio == "-") ok = "no peer"
+    else ok = (z >= t * p) ? "met" : "NOT MET"
+    print ratio "|" ok }'
+}
+size_text() { awk -v b="$1" 'BEGIN { print (b >= 1048576 && b % 1048576 == 0) ? b / 1048576 " MiB" : b " B" }'; }
+target_text() {  # $1 rule, $2 target, $3 peer, $4 metric
+  case $1 in
+    le) echo "<= $2 us" ;;
+    ge) echo ">= $2 GB/s" ;;
+    ratio) [ "$3" = gloo ] && echo ">= $2 x Gloo" || echo ">= $2 x Open MPI" ;;
+  esac
+}
+
+status=0
+echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $(nproc) CPUs" \
+     "($(lscpu | sed -n 's/^Model name: *//p')), load average before: $load_before," \
+     "after: $load_after; reps $reps; Open MPI $(mpirun --version 2>/dev/null | head -1 |
+     awk '{print $NF}')"
+echo
+echo "| row | ranks | transport | size | metric | zcx | Open MPI ob1 | Open MPI ucx | Gloo ring (tcp) | zcx / peer | target | result |"
+echo "|---|---:|---|---:|---|---|---|---|---|---:|---|---|"
+for spec in "${ROWS[@]}"; do
+  read -r id np prov bytes iters warm metric rule target peer <<< "$spec"
+  [ -n "$only" ] && [[ ",$only," != *",$id,"* ]] && continue
+  IFS='|' read -r ratio verdict <<< "$(judge "$id" "$metric" "$rule" "$target" "$peer")"
+  [ "$verdict" = met ] || status=1
+  unit="busbw GB/s"; [ "$metric" = lat ] && unit="time us"
+  gloo_cell="-"; [ $have_gloo = 1 ] && gloo_cell=$(cell "${RES[$id,gloo]:-}" "$metric")
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$id" "$np" "$prov" \
+    "$(size_text "$bytes")" "$unit" "$(cell "${RES[$id,zcx]:-}" "$metric")" \
+    "$(cell "${RES[$id,ob1]:-}" "$metric")" "$(cell "${RES[$id,ucx]:-}" "$metric")" \
+    "$gloo_cell" "$ratio" "$(target_text "$rule" "$target" "$peer" "$metric")" "$verdict"
+done
+echo
+echo "Cells: median (min-max) over $reps repetitions, out-of-place, time averaged over the ranks."
+echo "zcx / peer: zcx median over the peer's (Gloo on tcp-256M, otherwise the faster Open MPI pml;"
+echo "for the latency row a time ratio, lower is better). ob1 uses the vader BTL on shm rows and"
+echo "the tcp BTL on tcp-256M; pml ucx its shared-memory transports, or UCX_TLS=tcp,self on tcp-256M."
+exit $status

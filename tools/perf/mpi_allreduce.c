@@ -1,0 +1,170 @@
+/* mpi_allreduce: the Open MPI side of tools/perf/coll_compare.sh. Measures a float32 sum
+ * MPI_Allreduce the way nccl-tests and `zcx-perf coll` do:
+ *   per size: -w warm-up iterations, then --reps repetitions of -n iterations each;
+ *   one repetition's time per iteration = its elapsed time / n, averaged over the ranks
+ *   (nccl-tests' -a 1 default and zcx-perf coll's; -a 3: the maximum over the ranks);
+ *   algbw = size / time (GB/s = 1e9 B/s), busbw = algbw * 2(n-1)/n (n = ranks);
+ *   printed: median, min and max over the repetitions.
+ * Out-of-place (sendbuf != recvbuf) by default, --in-place for MPI_IN_PLACE. Before a size
+ * is timed, one allreduce of known values is checked element by element ("wrong" column:
+ * elements that differ, summed over ranks).
+ * Sizes -b..-e times -f (bytes, K/M/G suffixes), -n iterations per repetition and -w warm-up
+ * iterations (nccl-tests' defaults, 20 and 5), --reps (default 5), -a 1|3 (see above).
+ * Build: mpicc -O2 -o mpi_allreduce mpi_allreduce.c
+ * Run:   mpirun -np 2 ./mpi_allreduce -b 8 -e 256M */
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  size_t min_bytes, max_bytes, factor;
+  int iters, warmup, reps, in_place;
+  int rank_time;                     /* -a: 1 = mean over ranks, 3 = max over ranks */
+} options_t;
+
+static size_t parse_size(const char* text) {
+  char* end = NULL;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (*end == 'K' || *end == 'k') v <<= 10;
+  else if (*end == 'M' || *end == 'm') v <<= 20;
+  else if (*end == 'G' || *end == 'g') v <<= 30;
+  return (size_t)v;
+}
+
+static int parse_options(int argc, char** argv, options_t* o) {
+  o->min_bytes = 8; o->max_bytes = (size_t)64 << 20; o->factor = 2;
+  o->iters = 20; o->warmup = 5; o->reps = 5; o->in_place = 0;
+  o->rank_time = 1;
+  for (int i = 1; i < argc; ++i) {
+    const char* n = argv[i];
+    if (!strcmp(n, "--in-place")) { o->in_place = 1; continue; }
+    if (i + 1 >= argc) return -1;
+    const char* v = argv[++i];
+    if (!strcmp(n, "-b")) o->min_bytes = parse_size(v);
+    else if (!strcmp(n, "-e")) o->max_bytes = parse_size(v);
+    else if (!strcmp(n, "-f")) o->factor = parse_size(v);
+    else if (!strcmp(n, "-n")) o->iters = atoi(v);
+    else if (!strcmp(n, "-w")) o->warmup = atoi(v);
+    else if (!strcmp(n, "--reps")) o->reps = atoi(v);
+    else if (!strcmp(n, "-a")) o->rank_time = atoi(v);
+    else return -1;
+  }
+  /* MPI counts are int: a size's element count must fit. */
+  int sizes_ok = o->min_bytes >= sizeof(float) && o->min_bytes <= o->max_bytes &&
+                 o->max_bytes / sizeof(float) <= 0x7fffffff && o->factor >= 2;
+  int counts_ok = o->reps >= 1 && o->iters >= 1 && o->warmup >= 0;
+  return sizes_ok && counts_ok && (o->rank_time == 1 || o->rank_time == 3) ? 0 : -1;
+}
+
+/* Rank r contributes r + 1 + (i % 7) at element i: small integers, so the float sum is
+ * exact and every element of the result is predictable. */
+static void fill(float* buf, size_t count, int rank) {
+  for (size_t i = 0; i < count; ++i) buf[i] = (float)(rank + 1 + (int)(i % 7));
+}
+
+static long long check(const options_t* o, float* sbuf, float* rbuf, size_t count, int rank,
+                       int nranks) {
+  fill(sbuf, count, rank);
+  if (o->in_place) MPI_Allreduce(MPI_IN_PLACE, sbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  else MPI_Allreduce(sbuf, rbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  const float* out = o->in_place ? sbuf : rbuf;
+  long long wrong = 0, total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    float want = (float)(nranks * (nranks + 1) / 2 + nranks * (int)(i % 7));
+    wrong += out[i] != want;
+  }
+  MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
+/* One repetition: microseconds per iteration, the mean (-a 1) or maximum (-a 3) over ranks. */
+static double time_rep(const options_t* o, float* sbuf, float* rbuf, size_t count, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double start = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) {
+    if (o->in_place) MPI_Allreduce(MPI_IN_PLACE, sbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else MPI_Allreduce(sbuf, rbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  double local = (MPI_Wtime() - start) * 1e6 / iters, all = 0;
+  int nranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (o->rank_time == 3) {
+    MPI_Allreduce(&local, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+  }
+  MPI_Allreduce(&local, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return all / nranks;
+}
+
+static int compare_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* out = median, min, max of v[0..n) (sorts v). */
+static void summarize(double* v, int n, double out[3]) {
+  qsort(v, (size_t)n, sizeof *v, compare_double);
+  out[0] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  out[1] = v[0];
+  out[2] = v[n - 1];
+}
+
+static void measure(const options_t* o, float* sbuf, float* rbuf, size_t bytes, int rank,
+                    int nranks, double* samples) {
+  size_t count = bytes / sizeof(float);
+  int iters = o->iters, warm = o->warmup;
+  long long wrong = check(o, sbuf, rbuf, count, rank, nranks);
+  if (warm > 0) time_rep(o, sbuf, rbuf, count, warm);
+  for (int r = 0; r < o->reps; ++r) samples[r] = time_rep(o, sbuf, rbuf, count, iters);
+  double t[3];
+  summarize(samples, o->reps, t);
+  if (rank != 0) return;
+  /* The fastest repetition has the highest bandwidth: min time -> max bw. */
+  double bytes_d = (double)count * sizeof(float), factor = 2.0 * (nranks - 1) / nranks;
+  double alg[3] = {bytes_d / t[0] / 1e3, bytes_d / t[2] / 1e3, bytes_d / t[1] / 1e3};
+  printf(" %12zu %12zu %8d %12.3f %12.3f %12.3f", count * sizeof(float), count, iters, t[0], t[1], t[2]);
+  for (int k = 0; k < 3; ++k) printf(" %10.3f", alg[k]);
+  for (int k = 0; k < 3; ++k) printf(" %10.3f", alg[k] * factor);
+  printf(" %8lld\n", wrong);
+  fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, nranks;
+  options_t o;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (nranks < 2 || parse_options(argc, argv, &o) != 0) {
+    if (rank == 0)
+      fprintf(stderr, "usage: mpirun -np N mpi_allreduce [-b SIZE] [-e SIZE] [-f F] [-n N] "
+                      "[-w N] [--reps R] [--in-place] [-a 1|3]   (N >= 2, SIZE >= 4 bytes)\n");
+    MPI_Finalize();
+    return 2;
+  }
+  size_t max_count = o.max_bytes / sizeof(float);
+  float* sbuf = malloc(max_count * sizeof(float));
+  float* rbuf = malloc(max_count * sizeof(float));
+  double* samples = malloc(sizeof(double) * (size_t)o.reps);
+  if (!sbuf || !rbuf || !samples) {
+    fprintf(stderr, "mpi_allreduce: rank %d: out of memory for %zu-byte buffers\n", rank, o.max_bytes);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  memset(rbuf, 0, max_count * sizeof(float));
+  if (rank == 0)
+    printf("# mpi_allreduce (MPI), float32 sum, %d ranks, %s, reps %d, time: %s over ranks\n"
+           "#%11s %12s %8s %12s %12s %12s %10s %10s %10s %10s %10s %10s %8s\n",
+           nranks, o.in_place ? "in-place" : "out-of-place", o.reps,
+           o.rank_time == 3 ? "max" : "mean", "size", "count", "iters",
+           "time_us_med", "time_us_min", "time_us_max", "algbw_med", "algbw_min", "algbw_max",
+           "busbw_med", "busbw_min", "busbw_max", "wrong");
+  for (size_t s = o.min_bytes; s <= o.max_bytes; s *= o.factor) {
+    measure(&o, sbuf, rbuf, s, rank, nranks, samples);
+    if (s > o.max_bytes / o.factor) break;
+  }
+  free(sbuf); free(rbuf); free(samples);
+  MPI_Finalize();
+  return 0;
+}
