@@ -290,16 +290,19 @@ Status Comm::test(Op& op, bool* done) {
 
 // Busy-polls. There is no progress thread: this loop is what moves the data (shm chunks,
 // tcp socket buffers), so sleeping between calls stalls every pipeline — a 20 us nap per
-// round cut 32 MiB allreduce to 0.5 GB/s. Each round yields, so oversubscribed ranks share
-// the cores; only once nothing has moved for kNapAfterIdleNs (a late or dead peer; the
-// executor's ZCX_TIMEOUT still bounds it) does it nap between rounds to free the CPU.
+// round cut 32 MiB allreduce to 0.5 GB/s. The first kSpinRounds rounds only poll (a
+// sched_yield costs as much as a small allreduce's whole transfer); later rounds yield, so
+// oversubscribed ranks share the cores; once nothing has moved for kNapAfterIdleNs (a late
+// or dead peer; the executor's ZCX_TIMEOUT still bounds it) it naps to free the CPU.
 Status Comm::wait(Op& op) {
+  constexpr uint32_t kSpinRounds = 64;
   constexpr int64_t kNapAfterIdleNs = 5'000'000;
   bool napping = false;
   for (uint32_t round = 1;; ++round) {
     bool done = false;
     ZCX_TRY(test(op, &done));
     if (done) return Status::kSuccess;
+    if (round < kSpinRounds) continue;
     if (round % 64 == 0) napping = now_ns() - last_activity_ns() > kNapAfterIdleNs;
     if (napping) std::this_thread::sleep_for(std::chrono::microseconds(50));
     else std::this_thread::yield();

@@ -165,13 +165,14 @@ Status Executor::progress(bool* done) {
         ++k;
       }
     }
-    if (moved) last_progress_ns_ = now_ns(), idle_calls_ = 0;
+    if (moved) idle_calls_ = 0, moved_since_clock_ = true;
   }
   *done = next_ == tasks.size() && inflight_.empty();
   // The clock is read once per 32 idle calls: on the small-message path it was a visible
   // share of each operation, and the timeout is seconds long.
   if (*done || (++idle_calls_ & 31) != 0) return Status::kSuccess;
   const int64_t now = now_ns();
+  if (moved_since_clock_) last_progress_ns_ = now, moved_since_clock_ = false;
   if (now - last_progress_ns_ > timeout_ms_ * 1000000) return timeout_error();
   return check_members(now);
 }

@@ -71,6 +71,7 @@ class Executor {
 
   int64_t timeout_ms_;
   uint32_t idle_calls_ = 0;
+  bool moved_since_clock_ = false;  // last_progress_ns_ is stamped at the next clock read
   int64_t next_member_check_ns_ = 0;
 };
 

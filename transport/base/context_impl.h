@@ -128,6 +128,7 @@ class ContextImpl final : public Context {
   std::set<Request*> live_requests_;
   std::atomic<bool> aborted_{false};
   int64_t last_accept_poll_ns_ = 0;  // see progress()
+  uint32_t progress_calls_ = 0;
   // Serialises calls from several threads. Recursive because endpoint() and wait() drive
   // progress(); wait() takes it per iteration so other threads interleave. abort() does not
   // take it (it must stay bounded while another thread waits).
