@@ -5,6 +5,7 @@
 #include "base/handle.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/unix_socket.h"
 #include "common/wire.h"
 #include "cuda_ipc/cuda_ipc.h"
 
@@ -38,34 +39,6 @@ struct Hello {
   int rank = -1, pid = 0, device = 0;
   std::string host;
 };
-
-uint64_t random_u64() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-    v = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(now_ns());
-  return v;
-}
-
-socklen_t abstract_addr(uint64_t nonce, sockaddr_un* sa) {
-  memset(sa, 0, sizeof(*sa));
-  sa->sun_family = AF_UNIX;
-  int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "zcx-cuda-ipc-%016llx",
-                   static_cast<unsigned long long>(nonce));
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-}
-
-Status peer_cred_check(int fd, int expect_pid, const char* who) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  ZCX_SYSCHECK(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len), kLogCuda,
-               "getsockopt(SO_PEERCRED)");
-  if (cred.uid != geteuid() || cred.pid != expect_pid)
-    return set_error(Status::kAuth, kLogCuda,
-                     "cuda_ipc %s credentials do not match: uid %u pid %d, expected uid %u "
-                     "pid %d; cuda_ipc connects only processes of the same user", who,
-                     cred.uid, cred.pid, geteuid(), expect_pid);
-  return Status::kSuccess;
-}
 
 Status handle_read(const void* handle, HandleInfo* h) {
   uint8_t payload[kHandlePayloadMax];
@@ -139,59 +112,15 @@ Status comm_new(Context* ctx, int dev, bool is_send, Comm** out) {
 }  // namespace
 
 Status packet_send(int sock, const void* buf, size_t len, int fd) {
-  iovec iov{const_cast<void*>(buf), len};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (fd >= 0) {
-    msg.msg_control = ctl;
-    msg.msg_controllen = sizeof(ctl);
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(len)) return Status::kSuccess;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
-  return set_error_quiet(Status::kRemote, "cuda_ipc control packet: %s",
-                         n < 0 ? strerror(errno) : "short write");
+  Status st = unix_socket::send_packet(sock, buf, len, fd);
+  if (st == Status::kSuccess || st == Status::kInProgress) return st;
+  return set_error_quiet(st, "cuda_ipc control packet: %s", last_error());
 }
 
 Status packet_recv(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
-  iovec iov{buf, cap};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof(ctl);
-  ssize_t n;
-  do {
-    n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
-  if (n <= 0)
-    return set_error_quiet(Status::kRemote, "cuda_ipc control socket: %s",
-                           n < 0 ? strerror(errno) : "closed by the peer");
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < nfd; ++i) {
-      int f;
-      memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (!fd->valid()) fd->reset(f); else close(f);
-    }
-  }
-  *len = static_cast<size_t>(n);
-  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-    return set_error_quiet(Status::kProtocol, "cuda_ipc control packet truncated");
-  return Status::kSuccess;
+  Status st = unix_socket::recv_packet(sock, buf, cap, len, fd);
+  if (st == Status::kSuccess || st == Status::kInProgress) return st;
+  return set_error_quiet(st, "cuda_ipc control socket: %s", last_error());
 }
 
 Status listen(Context* ctx, int dev, void* handle, ListenComm** out) {
@@ -199,12 +128,12 @@ Status listen(Context* ctx, int dev, void* handle, ListenComm** out) {
   if (!lc) return set_error(Status::kNoMemory, kLogCuda, "cuda_ipc listen: out of memory");
   lc->ctx = ctx;
   lc->device = dev;
-  lc->nonce = random_u64();
+  lc->nonce = unix_socket::random_nonce();
   lc->sock.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!lc->sock.valid())
     return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", strerror(errno));
   sockaddr_un sa;
-  socklen_t len = abstract_addr(lc->nonce, &sa);
+  socklen_t len = unix_socket::abstract_addr("zcx-cuda-ipc", lc->nonce, &sa);
   ZCX_SYSCHECK(bind(lc->sock.get(), reinterpret_cast<sockaddr*>(&sa), len), kLogCuda,
                "bind(abstract unix socket)");
   ZCX_SYSCHECK(::listen(lc->sock.get(), 128), kLogCuda, "listen(abstract unix socket)");
@@ -227,14 +156,14 @@ Status connect(Context* ctx, int dev, const void* handle, Comm** out) {
   if (!sock.valid())
     return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", strerror(errno));
   sockaddr_un sa;
-  socklen_t len = abstract_addr(h.nonce, &sa);
+  socklen_t len = unix_socket::abstract_addr("zcx-cuda-ipc", h.nonce, &sa);
   if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) {
     if (errno == EAGAIN) return Status::kSuccess;  // backlog full: retry
     return set_error(Status::kRemote, kLogCuda,
                      "cuda_ipc connect to rank %d on %s (pid %d) failed: %s", h.rank,
                      h.host.c_str(), h.pid, strerror(errno));
   }
-  ZCX_TRY(peer_cred_check(sock.get(), h.pid, "listener"));
+  ZCX_TRY(unix_socket::check_peer_cred(sock.get(), h.pid, "cuda_ipc", "listener", kLogCuda));
   Hello hello{kHelloMagic, kWireVersion, ctx->secret, h.nonce, ctx->rank, getpid(), dev,
               ctx->host};
   uint8_t buf[kMaxPacket];
@@ -272,7 +201,7 @@ Status accept_one(ListenComm* lc, UniqueFd& fd, Comm** out) {
   Hello h;
   if (!ok(st) || !hello_read(buf, len, &h))
     return set_error(Status::kProtocol, kLogCuda, "cuda_ipc accept: malformed hello");
-  ZCX_TRY(peer_cred_check(sock, h.pid, "connector"));
+  ZCX_TRY(unix_socket::check_peer_cred(sock, h.pid, "cuda_ipc", "connector", kLogCuda));
   uint32_t code = hello_verdict(lc, h);
   send_ack(sock, code);
   if (code != kAckOk)

@@ -5,6 +5,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config_vars.h"
+#include "common/unix_socket.h"
 #include "common/wire.h"
 #include "shm/shm.h"
 
@@ -48,40 +49,12 @@ struct Hello {
   std::string host;
 };
 
-uint64_t random_u64() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-    v = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(now_ns());
-  return v;
-}
-
-socklen_t abstract_addr(uint64_t nonce, sockaddr_un* sa) {
-  memset(sa, 0, sizeof(*sa));
-  sa->sun_family = AF_UNIX;
-  int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "zcx-shm-%016llx",
-                   static_cast<unsigned long long>(nonce));
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-}
-
 // Reads 8 bytes at `addr` in process `pid`: true when CMA to it works and the value matches.
 bool cma_probe(int pid, uint64_t addr, uint64_t expect) {
   uint64_t v = 0;
   iovec local{&v, sizeof(v)};
   iovec remote{reinterpret_cast<void*>(addr), sizeof(v)};
   return process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof(v) && v == expect;
-}
-
-Status peer_cred_check(int fd, int expect_pid, const char* who) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  ZCX_SYSCHECK(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len), kLogShm,
-               "getsockopt(SO_PEERCRED)");
-  if (cred.uid != geteuid() || cred.pid != expect_pid)
-    return set_error(Status::kAuth, kLogShm,
-                     "shm %s credentials do not match: uid %u pid %d, expected uid %u pid %d; "
-                     "shm connects only processes of the same user", who, cred.uid, cred.pid,
-                     geteuid(), expect_pid);
-  return Status::kSuccess;
 }
 
 Status handle_read(const void* handle, HandleInfo* h) {
@@ -135,56 +108,16 @@ bool hello_read(const void* buf, size_t len, Hello* h) {
 }
 
 Status send_with_fd(int sock, const void* buf, size_t len, int fd) {
-  iovec iov{const_cast<void*>(buf), len};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof(ctl);
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  ssize_t n;
-  do {
-    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(len)) return Status::kSuccess;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
-  return set_error(Status::kSystem, kLogShm, "sending the shm hello failed: %s",
-                   n < 0 ? strerror(errno) : "short write");
+  Status st = unix_socket::send_packet(sock, buf, len, fd);
+  if (st == Status::kSuccess || st == Status::kInProgress) return st;
+  return set_error(Status::kSystem, kLogShm, "sending the shm hello failed: %s", last_error());
 }
 
 // kInProgress when nothing has arrived; *fd gets the first passed descriptor (others closed).
 Status recv_with_fd(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
-  iovec iov{buf, cap};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof(ctl);
-  ssize_t n;
-  do {
-    n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
-  if (n <= 0) return set_error_quiet(Status::kRemote, "shm peer closed during the handshake");
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < nfd; ++i) {
-      int f;
-      memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (!fd->valid()) fd->reset(f); else close(f);
-    }
-  }
-  *len = static_cast<size_t>(n);
-  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-    return set_error_quiet(Status::kProtocol, "shm hello truncated");
-  return Status::kSuccess;
+  Status st = unix_socket::recv_packet(sock, buf, cap, len, fd);
+  if (st == Status::kSuccess || st == Status::kInProgress) return st;
+  return set_error_quiet(st, "shm handshake with the peer: %s", last_error());
 }
 
 void send_ack(int sock, uint32_t code) {
@@ -231,12 +164,12 @@ Status comm_attach_views(Comm* c) {
 Status listen(Context* ctx, void* handle, ListenComm** out) {
   auto lc = std::make_unique<ListenComm>();
   lc->ctx = ctx;
-  lc->nonce = random_u64();
+  lc->nonce = unix_socket::random_nonce();
   lc->sock.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!lc->sock.valid())
     return set_error(Status::kSystem, kLogShm, "socket(AF_UNIX) failed: %s", strerror(errno));
   sockaddr_un sa;
-  socklen_t len = abstract_addr(lc->nonce, &sa);
+  socklen_t len = unix_socket::abstract_addr("zcx-shm", lc->nonce, &sa);
   ZCX_SYSCHECK(bind(lc->sock.get(), reinterpret_cast<sockaddr*>(&sa), len), kLogShm,
                "bind(abstract unix socket)");
   ZCX_SYSCHECK(::listen(lc->sock.get(), 128), kLogShm, "listen(abstract unix socket)");
@@ -261,7 +194,7 @@ Status connect_socket(const HandleInfo& h, UniqueFd* fd) {
   if (!s.valid())
     return set_error(Status::kSystem, kLogShm, "socket(AF_UNIX) failed: %s", strerror(errno));
   sockaddr_un sa;
-  socklen_t len = abstract_addr(h.nonce, &sa);
+  socklen_t len = unix_socket::abstract_addr("zcx-shm", h.nonce, &sa);
   int rc;
   do {
     rc = ::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), len);
@@ -272,7 +205,7 @@ Status connect_socket(const HandleInfo& h, UniqueFd* fd) {
                      "shm connect to rank %d (host %s, pid %d) failed: %s; the listener is "
                      "gone or in another network namespace", h.rank, h.host.c_str(), h.pid,
                      strerror(errno));
-  ZCX_TRY(peer_cred_check(s.get(), h.pid, "listener"));
+  ZCX_TRY(unix_socket::check_peer_cred(s.get(), h.pid, "shm", "listener", kLogShm));
   *fd = std::move(s);
   return Status::kSuccess;
 }
@@ -304,7 +237,7 @@ Status connect(Context* ctx, const void* handle, Comm** out) {
   c->ctx = ctx;
   UniqueFd seg;
   ZCX_TRY(comm_create_segment(c.get(), &seg));
-  uint64_t seg_nonce = random_u64();
+  uint64_t seg_nonce = unix_socket::random_nonce();
   segment_init(c.get(), seg_nonce);
   c->cma_probe = seg_nonce;
   c->cma_ok = cma_probe(h.pid, h.probe_addr, h.nonce);
@@ -371,7 +304,7 @@ Status accept_one(ListenComm* lc, int sock, Comm** out) {
                      verdict == kAckSecret ? "wrong job secret" : verdict == kAckVersion
                          ? "wire version differs" : "handshake fields invalid");
   }
-  Status st = peer_cred_check(sock, h.pid, "connector");
+  Status st = unix_socket::check_peer_cred(sock, h.pid, "shm", "connector", kLogShm);
   auto c = std::make_unique<Comm>();
   c->ctx = lc->ctx;
   if (ok(st)) st = attach_segment(c.get(), h, seg.get());
