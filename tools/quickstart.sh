@@ -16,17 +16,8 @@ cmake --build "$build" -j "$jobs"
 bin="$build/tools"
 "$bin/info/zcx-info" | head -n 20
 echo
-if [[ -x "$bin/perf/zcx-perf" ]] && "$bin/perf/zcx-perf" coll --help >/dev/null 2>&1; then
-  # nccl-tests' all_reduce_perf columns (median of 3 reps, busbw min and max), every result
-  # checked; sized to finish in well under 2 minutes with 4 ranks on a 2-core VM.
-  echo "== allreduce, float32 sum, ${NP:-4} local ranks (zcx-perf coll) =="
-  "$bin/run/zcx-run" -np "${NP:-4}" --timeout 600 -- \
-    "$bin/perf/zcx-perf" coll allreduce -b 8 -e 16M -f 8 -n 10 -w 2 --reps 3
-else
-  for provider in shm tcp; do
-    echo "== point-to-point over $provider, 2 local ranks (zcx-perf p2p) =="
-    "$bin/run/zcx-run" -np 2 --timeout 600 -- \
-      "$bin/perf/zcx-perf" p2p --provider "$provider" -b 8 -e 64M -f 8 -n 50 -w 10 \
-      || echo "(provider $provider not available in this build)"
-  done
-fi
+# nccl-tests' all_reduce_perf columns (median of 3 reps, busbw min and max), every result
+# checked; sized to finish in well under 2 minutes with 4 ranks on a 2-core VM.
+echo "== allreduce, float32 sum, ${NP:-4} local ranks (zcx-perf coll) =="
+"$bin/run/zcx-run" -np "${NP:-4}" --timeout 600 -- \
+  "$bin/perf/zcx-perf" coll allreduce -b 8 -e 16M -f 8 -n 10 -w 2 --reps 3
