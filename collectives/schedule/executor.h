@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/context.h"
+#include "common/clock.h"
 #include "core/desc.h"
 #include "schedule/schedule.h"
 
@@ -36,7 +37,8 @@ class Executor {
   Status progress(bool* done);
   // Requests still owned by the transport (their buffers must stay alive).
   bool has_inflight() const { return !inflight_.empty(); }
-  int64_t last_progress_ns() const { return last_progress_ns_; }
+  // When this operation last moved (a move not yet stamped by a clock read counts as now).
+  int64_t last_progress_ns() const { return moved_since_clock_ ? now_ns() : last_progress_ns_; }
 
  private:
   struct Slot {
