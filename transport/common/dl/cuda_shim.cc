@@ -29,75 +29,68 @@ Loaded& loaded() {
   return *l;
 }
 
-template <typename Fn>
-bool need(DlLibrary& lib, const char* name, Fn*& fn, std::string* why) {
-  if (lib.symbol(name, fn)) return true;
-  if (why) *why = lib.error();
-  return false;
-}
-
 // Versioned driver names are spelled out: dlsym sees symbols, not cuda.h's macros.
 bool resolve_driver(DlLibrary& d, CudaApi* a, std::string* why) {
-  return need(d, "cuInit", a->cu_init, why) &&
-         need(d, "cuGetErrorName", a->cu_get_error_name, why) &&
-         need(d, "cuGetErrorString", a->cu_get_error_string, why) &&
-         need(d, "cuDriverGetVersion", a->cu_driver_get_version, why) &&
-         need(d, "cuCtxGetCurrent", a->cu_ctx_get_current, why) &&
-         need(d, "cuModuleLoadData", a->cu_module_load_data, why) &&
-         need(d, "cuModuleUnload", a->cu_module_unload, why) &&
-         need(d, "cuModuleGetFunction", a->cu_module_get_function, why) &&
-         need(d, "cuLaunchKernel", a->cu_launch_kernel, why) &&
-         need(d, "cuPointerGetAttribute", a->cu_pointer_get_attribute, why) &&
-         need(d, "cuMemGetAddressRange_v2", a->cu_mem_get_address_range, why) &&
-         need(d, "cuMemRetainAllocationHandle", a->cu_mem_retain_allocation_handle, why) &&
-         need(d, "cuMemRelease", a->cu_mem_release, why) &&
-         need(d, "cuMemExportToShareableHandle", a->cu_mem_export_to_shareable_handle, why) &&
-         need(d, "cuMemImportFromShareableHandle", a->cu_mem_import_from_shareable_handle, why) &&
-         need(d, "cuMemGetAllocationPropertiesFromHandle", a->cu_mem_get_allocation_properties, why) &&
-         need(d, "cuMemAddressReserve", a->cu_mem_address_reserve, why) &&
-         need(d, "cuMemAddressFree", a->cu_mem_address_free, why) &&
-         need(d, "cuMemMap", a->cu_mem_map, why) &&
-         need(d, "cuMemUnmap", a->cu_mem_unmap, why) &&
-         need(d, "cuMemSetAccess", a->cu_mem_set_access, why) &&
-         need(d, "cuMemCreate", a->cu_mem_create, why) &&
-         need(d, "cuMemGetAllocationGranularity", a->cu_mem_get_allocation_granularity, why);
+  return d.need("cuInit", a->cu_init, why) &&
+         d.need("cuGetErrorName", a->cu_get_error_name, why) &&
+         d.need("cuGetErrorString", a->cu_get_error_string, why) &&
+         d.need("cuDriverGetVersion", a->cu_driver_get_version, why) &&
+         d.need("cuCtxGetCurrent", a->cu_ctx_get_current, why) &&
+         d.need("cuModuleLoadData", a->cu_module_load_data, why) &&
+         d.need("cuModuleUnload", a->cu_module_unload, why) &&
+         d.need("cuModuleGetFunction", a->cu_module_get_function, why) &&
+         d.need("cuLaunchKernel", a->cu_launch_kernel, why) &&
+         d.need("cuPointerGetAttribute", a->cu_pointer_get_attribute, why) &&
+         d.need("cuMemGetAddressRange_v2", a->cu_mem_get_address_range, why) &&
+         d.need("cuMemRetainAllocationHandle", a->cu_mem_retain_allocation_handle, why) &&
+         d.need("cuMemRelease", a->cu_mem_release, why) &&
+         d.need("cuMemExportToShareableHandle", a->cu_mem_export_to_shareable_handle, why) &&
+         d.need("cuMemImportFromShareableHandle", a->cu_mem_import_from_shareable_handle, why) &&
+         d.need("cuMemGetAllocationPropertiesFromHandle", a->cu_mem_get_allocation_properties, why) &&
+         d.need("cuMemAddressReserve", a->cu_mem_address_reserve, why) &&
+         d.need("cuMemAddressFree", a->cu_mem_address_free, why) &&
+         d.need("cuMemMap", a->cu_mem_map, why) &&
+         d.need("cuMemUnmap", a->cu_mem_unmap, why) &&
+         d.need("cuMemSetAccess", a->cu_mem_set_access, why) &&
+         d.need("cuMemCreate", a->cu_mem_create, why) &&
+         d.need("cuMemGetAllocationGranularity", a->cu_mem_get_allocation_granularity, why);
 }
 
 bool resolve_runtime_devices(DlLibrary& r, CudaApi* a, std::string* why) {
-  return need(r, "cudaGetErrorName", a->get_error_name, why) &&
-         need(r, "cudaGetErrorString", a->get_error_string, why) &&
-         need(r, "cudaRuntimeGetVersion", a->runtime_get_version, why) &&
-         need(r, "cudaGetDeviceCount", a->get_device_count, why) &&
-         need(r, "cudaGetDevice", a->get_device, why) &&
-         need(r, "cudaSetDevice", a->set_device, why) &&
-         need(r, "cudaDeviceGetAttribute", a->device_get_attribute, why) &&
-         need(r, "cudaDeviceGetPCIBusId", a->device_get_pci_bus_id, why) &&
-         need(r, "cudaDeviceCanAccessPeer", a->device_can_access_peer, why) &&
-         need(r, "cudaPointerGetAttributes", a->pointer_get_attributes, why) &&
-         need(r, "cudaDeviceSynchronize", a->device_synchronize, why);
+  return r.need("cudaGetErrorName", a->get_error_name, why) &&
+         r.need("cudaGetErrorString", a->get_error_string, why) &&
+         r.need("cudaRuntimeGetVersion", a->runtime_get_version, why) &&
+         r.need("cudaGetDeviceCount", a->get_device_count, why) &&
+         r.need("cudaGetDevice", a->get_device, why) &&
+         r.need("cudaSetDevice", a->set_device, why) &&
+         r.need("cudaDeviceGetAttribute", a->device_get_attribute, why) &&
+         r.need("cudaDeviceGetPCIBusId", a->device_get_pci_bus_id, why) &&
+         r.need("cudaDeviceCanAccessPeer", a->device_can_access_peer, why) &&
+         r.need("cudaPointerGetAttributes", a->pointer_get_attributes, why) &&
+         r.need("cudaDeviceSynchronize", a->device_synchronize, why);
 }
 
 bool resolve_runtime_memory(DlLibrary& r, CudaApi* a, std::string* why) {
-  return need(r, "cudaMalloc", a->mem_alloc, why) && need(r, "cudaFree", a->mem_free, why) &&
-         need(r, "cudaMallocHost", a->host_alloc, why) &&
-         need(r, "cudaFreeHost", a->host_free, why) && need(r, "cudaMemcpy", a->copy, why) &&
-         need(r, "cudaMemcpyAsync", a->copy_async, why) &&
-         need(r, "cudaMemsetAsync", a->set_async, why) &&
-         need(r, "cudaIpcGetMemHandle", a->ipc_get_mem_handle, why) &&
-         need(r, "cudaIpcOpenMemHandle", a->ipc_open_mem_handle, why) &&
-         need(r, "cudaIpcCloseMemHandle", a->ipc_close_mem_handle, why);
+  return r.need("cudaMalloc", a->mem_alloc, why) && r.need("cudaFree", a->mem_free, why) &&
+         r.need("cudaMallocHost", a->host_alloc, why) &&
+         r.need("cudaFreeHost", a->host_free, why) && r.need("cudaMemcpy", a->copy, why) &&
+         r.need("cudaMemcpyAsync", a->copy_async, why) &&
+         r.need("cudaMemsetAsync", a->set_async, why) &&
+         r.need("cudaIpcGetMemHandle", a->ipc_get_mem_handle, why) &&
+         r.need("cudaIpcOpenMemHandle", a->ipc_open_mem_handle, why) &&
+         r.need("cudaIpcCloseMemHandle", a->ipc_close_mem_handle, why);
 }
 
 bool resolve_runtime_streams(DlLibrary& r, CudaApi* a, std::string* why) {
-  return need(r, "cudaStreamCreateWithFlags", a->stream_create_with_flags, why) &&
-         need(r, "cudaStreamDestroy", a->stream_destroy, why) &&
-         need(r, "cudaStreamSynchronize", a->stream_synchronize, why) &&
-         need(r, "cudaStreamWaitEvent", a->stream_wait_event, why) &&
-         need(r, "cudaEventCreateWithFlags", a->event_create_with_flags, why) &&
-         need(r, "cudaEventDestroy", a->event_destroy, why) &&
-         need(r, "cudaEventRecord", a->event_record, why) &&
-         need(r, "cudaEventQuery", a->event_query, why) &&
-         need(r, "cudaEventElapsedTime", a->event_elapsed_time, why);
+  return r.need("cudaStreamCreateWithFlags", a->stream_create_with_flags, why) &&
+         r.need("cudaStreamDestroy", a->stream_destroy, why) &&
+         r.need("cudaStreamSynchronize", a->stream_synchronize, why) &&
+         r.need("cudaStreamWaitEvent", a->stream_wait_event, why) &&
+         r.need("cudaEventCreateWithFlags", a->event_create_with_flags, why) &&
+         r.need("cudaEventDestroy", a->event_destroy, why) &&
+         r.need("cudaEventRecord", a->event_record, why) &&
+         r.need("cudaEventQuery", a->event_query, why) &&
+         r.need("cudaEventElapsedTime", a->event_elapsed_time, why);
 }
 
 bool open_both(Loaded& l, std::string* why) {

@@ -35,6 +35,14 @@ class DlLibrary {
     if (p == nullptr) error_ = std::string("missing symbol ") + name + " in " + name_;
     return p != nullptr;
   }
+  // symbol(), and on failure the reason in *why (when given): for chains of required entry
+  // points, `need(a) && need(b) && ...`.
+  template <typename Fn>
+  bool need(const char* name, Fn*& fn, std::string* why) {
+    if (symbol(name, fn)) return true;
+    if (why) *why = error_;
+    return false;
+  }
 
  private:
   void* handle_ = nullptr;

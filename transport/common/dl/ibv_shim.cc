@@ -21,32 +21,25 @@ Loaded& loaded() {
   return *l;
 }
 
-template <typename Fn>
-bool need(DlLibrary& lib, const char* name, Fn*& fn, std::string* why) {
-  if (lib.symbol(name, fn)) return true;
-  if (why) *why = lib.error();
-  return false;
-}
-
 bool resolve(DlLibrary& lib, IbvApi* a, std::string* why) {
-  bool ok = need(lib, "ibv_get_device_list", a->get_device_list, why) &&
-            need(lib, "ibv_free_device_list", a->free_device_list, why) &&
-            need(lib, "ibv_get_device_name", a->get_device_name, why) &&
-            need(lib, "ibv_open_device", a->open_device, why) &&
-            need(lib, "ibv_close_device", a->close_device, why) &&
-            need(lib, "ibv_query_device", a->query_device, why) &&
-            need(lib, "ibv_query_port", a->query_port_compat, why) &&
-            need(lib, "ibv_query_gid", a->query_gid, why) &&
-            need(lib, "ibv_alloc_pd", a->alloc_pd, why) &&
-            need(lib, "ibv_dealloc_pd", a->dealloc_pd, why) &&
-            need(lib, "ibv_reg_mr", a->reg_mr, why) &&
-            need(lib, "ibv_dereg_mr", a->dereg_mr, why) &&
-            need(lib, "ibv_create_cq", a->create_cq, why) &&
-            need(lib, "ibv_destroy_cq", a->destroy_cq, why) &&
-            need(lib, "ibv_create_qp", a->create_qp, why) &&
-            need(lib, "ibv_modify_qp", a->modify_qp, why) &&
-            need(lib, "ibv_destroy_qp", a->destroy_qp, why) &&
-            need(lib, "ibv_wc_status_str", a->wc_status_str, why);
+  bool ok = lib.need("ibv_get_device_list", a->get_device_list, why) &&
+            lib.need("ibv_free_device_list", a->free_device_list, why) &&
+            lib.need("ibv_get_device_name", a->get_device_name, why) &&
+            lib.need("ibv_open_device", a->open_device, why) &&
+            lib.need("ibv_close_device", a->close_device, why) &&
+            lib.need("ibv_query_device", a->query_device, why) &&
+            lib.need("ibv_query_port", a->query_port_compat, why) &&
+            lib.need("ibv_query_gid", a->query_gid, why) &&
+            lib.need("ibv_alloc_pd", a->alloc_pd, why) &&
+            lib.need("ibv_dealloc_pd", a->dealloc_pd, why) &&
+            lib.need("ibv_reg_mr", a->reg_mr, why) &&
+            lib.need("ibv_dereg_mr", a->dereg_mr, why) &&
+            lib.need("ibv_create_cq", a->create_cq, why) &&
+            lib.need("ibv_destroy_cq", a->destroy_cq, why) &&
+            lib.need("ibv_create_qp", a->create_qp, why) &&
+            lib.need("ibv_modify_qp", a->modify_qp, why) &&
+            lib.need("ibv_destroy_qp", a->destroy_qp, why) &&
+            lib.need("ibv_wc_status_str", a->wc_status_str, why);
   if (!ok) return false;
   // Optional: older rdma-core lacks them; callers check for null.
   if (!lib.symbol("ibv_reg_mr_iova2", a->reg_mr_iova2)) a->reg_mr_iova2 = nullptr;
