@@ -47,6 +47,14 @@ Status build_alltoall_pairwise(const OpArgs& a, Schedule& s);   // and the V for
 Status build_barrier(const OpArgs& a, Schedule& s);
 Status build_sendrecv(const OpArgs& a, Schedule& s);            // root = peer; kind kSendRecv
 
+// One rank: the result is the input. Adds the copy (none in place) and returns true when
+// a.nranks == 1, so that a builder can `if (single_rank_copy(a, s, bytes)) return ...;`.
+inline bool single_rank_copy(const OpArgs& a, Schedule& s, size_t bytes) {
+  if (a.nranks != 1) return false;
+  s.copy(a.recvbuf, a.sendbuf, bytes);
+  return true;
+}
+
 // The builder for (kind, algo), or nullptr when that algorithm does not implement it.
 using BuildFn = Status (*)(const OpArgs&, Schedule&);
 BuildFn builder_for(CollKind kind, Algo algo);

@@ -14,10 +14,7 @@ Status build_allreduce_direct(const OpArgs& a, Schedule& s) {
   const int n = a.nranks, me = a.rank;
   auto* out = static_cast<uint8_t*>(a.recvbuf);
   const auto* in = static_cast<const uint8_t*>(a.sendbuf);
-  if (n == 1) {
-    s.copy(out, in, bytes);
-    return Status::kSuccess;
-  }
+  if (single_rank_copy(a, s, bytes)) return Status::kSuccess;
   auto* slots = static_cast<uint8_t*>(s.scratch(bytes * static_cast<size_t>(n)));
   // In place, the first reduction overwrites this rank's own vector, which later steps
   // and the sends still read: keep a copy in this rank's slot and work from it.

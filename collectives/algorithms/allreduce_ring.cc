@@ -12,10 +12,7 @@ Status build_allreduce_ring(const OpArgs& a, Schedule& s) {
   const size_t es = a.esize();
   auto* out = static_cast<uint8_t*>(a.recvbuf);
   auto* in = static_cast<const uint8_t*>(a.sendbuf);
-  if (a.nranks == 1) {
-    s.copy(out, in, a.count * es);
-    return Status::kSuccess;
-  }
+  if (single_rank_copy(a, s, a.count * es)) return Status::kSuccess;
   RingBlocks B = ring_blocks_even(a.count, es, a.nranks, a.chunk);
   TaskGrid rs_sends;
   std::vector<int> own_final;

@@ -47,10 +47,7 @@ Status build_allreduce_tree(const OpArgs& a, Schedule& s) {
   const size_t es = a.esize();
   auto* out = static_cast<uint8_t*>(a.recvbuf);
   auto* in = static_cast<const uint8_t*>(a.sendbuf);
-  if (a.nranks == 1) {
-    s.copy(out, in, a.count * es);
-    return Status::kSuccess;
-  }
+  if (single_rank_copy(a, s, a.count * es)) return Status::kSuccess;
   const size_t chunk = a.chunk / es * es;
   uint8_t* tmp[2] = {static_cast<uint8_t*>(s.scratch(a.count * es)),
                      static_cast<uint8_t*>(s.scratch(a.count * es))};

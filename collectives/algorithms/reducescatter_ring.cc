@@ -14,10 +14,7 @@ Status build_reducescatter_ring(const OpArgs& a, Schedule& s) {
   RingBlocks B = ring_blocks(c, nullptr, es, a.nranks, a.chunk);
   auto* in = static_cast<const uint8_t*>(a.sendbuf);
   auto* out = static_cast<uint8_t*>(a.recvbuf);
-  if (a.nranks == 1) {
-    s.copy(out, in, B.len[0]);
-    return Status::kSuccess;
-  }
+  if (single_rank_copy(a, s, B.len[0])) return Status::kSuccess;
   size_t total = B.off.back() + B.len.back();
   auto* acc = static_cast<uint8_t*>(s.scratch(total));
   TaskGrid sends;

@@ -150,15 +150,18 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   // Every collective first checks its ring predecessor's descriptor, so that a disagreement
   // is a kMismatch somewhere even when the disagreeing ranks would exchange no data.
   const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;
-  if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
+  auto fresh_schedule = [&] {
+    op->sched = Schedule(a.dtype, a.op);
+    op->sched.set_pool(scratch_);
+    if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
+  };
+  fresh_schedule();
   BuildFn fn = builder_for(a.kind, c.algo);
   Status st = fn ? fn(a, op->sched) : Status::kUnsupported;
   if (st == Status::kUnsupported) {  // declined: the collective's default algorithm
     Algo first;
     candidates(a.kind, &first, 1);
-    op->sched = Schedule(a.dtype, a.op);
-    op->sched.set_pool(scratch_);
-    if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
+    fresh_schedule();
     c.algo = first;
     ZCX_TRY(builder_for(a.kind, first)(a, op->sched));
   } else if (st != Status::kSuccess) {
@@ -191,9 +194,9 @@ void Comm::refresh_tuning() {
 
 // Choices are cached per (collective, bytes): the cost model reads a dozen config values and
 // formats its explanation, microseconds that an 8-byte allreduce cannot afford. A config
-// override drops the cache; with TUNING logging on, a cached choice is printed again.
+// override drops the cache (post() refreshes it); with TUNING logging on, a cached choice is
+// printed again.
 const Choice& Comm::choose(const SelectInput& in) {
-  refresh_tuning();
   const uint64_t key = (static_cast<uint64_t>(in.bytes) << 4) | static_cast<uint64_t>(in.kind);
   auto it = choices_.find(key);
   if (it != choices_.end()) {
@@ -208,7 +211,6 @@ Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
   refresh_tuning();
   auto op = std::make_shared<Op>(args.dtype, args.op);
-  op->sched.set_pool(scratch_);
   ZCX_TRY(plan(args, op.get()));
   if (args.op == ZCX_AVG && args.kind != CollKind::kSendRecv) {
     bool root_only = args.kind == CollKind::kReduce;
