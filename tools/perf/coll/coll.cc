@@ -39,16 +39,8 @@ std::string describe_setting(const char* name, const char* fallback) {
   return raw && !raw->empty() ? std::string(name) + "=" + *raw : fallback;
 }
 
-// A cheap fingerprint of the command line: every rank must run the same test.
-uint64_t fingerprint(const std::vector<std::string>& args) {
-  uint64_t h = 1469598103934665603ull;
-  for (const std::string& a : args)
-    for (char c : a + '\0') h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
-}
-
 bool same_arguments(zcx_comm_t comm, const std::vector<std::string>& args, std::string* error) {
-  uint64_t lo = fingerprint(args), hi = lo;
+  uint64_t lo = command_fingerprint(args), hi = lo;
   if (zcx_allreduce(&lo, &lo, 1, ZCX_UINT64, ZCX_MIN, comm, nullptr) != ZCX_SUCCESS ||
       zcx_allreduce(&hi, &hi, 1, ZCX_UINT64, ZCX_MAX, comm, nullptr) != ZCX_SUCCESS) {
     *error = std::string("the first collective (comparing the options of the ranks) failed: ") +

@@ -23,22 +23,12 @@ constexpr NamedDtype kDtypes[] = {
     {"double", ZCX_FLOAT64},    {"char", ZCX_INT8},         {"int", ZCX_INT32},
     {"float16", ZCX_FLOAT16},   {"bf16", ZCX_BFLOAT16},     {"float32", ZCX_FLOAT32},
     {"float64", ZCX_FLOAT64}};
-constexpr const char* kRedops[] = {"sum", "prod", "min", "max", "avg"};  // zcx_redop_t order
 
 bool is_op(const std::string& op) {
   for (const char* known : {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
                             "alltoall", "sendrecv"})
     if (op == known) return true;
   return false;
-}
-
-bool parse_long(const std::string& text, long lo, long hi, long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str() || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
 }
 
 std::string parse_dtype(const std::string& text, zcx_dtype_t* out) {
@@ -53,7 +43,7 @@ std::string parse_dtype(const std::string& text, zcx_dtype_t* out) {
 
 std::string parse_redop(const std::string& text, zcx_redop_t* out) {
   for (int i = 0; i < ZCX_REDOP_COUNT; ++i)
-    if (text == kRedops[i]) {
+    if (text == zcx_redop_name(static_cast<zcx_redop_t>(i))) {
       *out = static_cast<zcx_redop_t>(i);
       return "";
     }
@@ -63,14 +53,14 @@ std::string parse_redop(const std::string& text, zcx_redop_t* out) {
 std::string apply(const std::string& name, const std::string& value, CollOptions* o) {
   long v = 0;
   if (name == "-c" || name == "--check") {
-    if (!parse_long(value, 0, 1, &v)) return name + " needs 0 or 1";
+    if (!parse_count(value, 0, 1, &v)) return name + " needs 0 or 1";
     o->check = v == 1;
   } else if (name == "-o" || name == "--op") {
     return parse_redop(value, &o->redop);
   } else if (name == "-d" || name == "--datatype") {
     return parse_dtype(value, &o->dtype);
   } else if (name == "-r" || name == "--root") {
-    if (!parse_long(value, 0, 1 << 20, &v)) return name + " needs a rank >= 0";
+    if (!parse_count(value, 0, 1 << 20, &v)) return name + " needs a rank >= 0";
     o->root = static_cast<int>(v);
   } else if (name == "-i" || name == "--stepbytes") {
     std::optional<size_t> bytes = config::parse_size(value);
@@ -144,7 +134,7 @@ const char* dtype_label(zcx_dtype_t dtype) {
 }
 
 const char* redop_label(zcx_redop_t op) {
-  return op >= 0 && op < ZCX_REDOP_COUNT ? kRedops[op] : "?";
+  return op >= 0 && op < ZCX_REDOP_COUNT ? zcx_redop_name(op) : "?";
 }
 
 }  // namespace zcx::perf

@@ -7,7 +7,6 @@
 #include <cstdlib>
 
 namespace zcx::perf {
-namespace {
 
 bool parse_count(const std::string& text, long lo, long hi, long* out) {
   char* end = nullptr;
@@ -17,6 +16,15 @@ bool parse_count(const std::string& text, long lo, long hi, long* out) {
   *out = v;
   return true;
 }
+
+uint64_t command_fingerprint(const std::vector<std::string>& args) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the arguments, each NUL-terminated
+  for (const std::string& a : args)
+    for (char c : a + '\0') h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+namespace {
 
 std::string apply(const std::string& name, const std::string& value, SweepOptions* o) {
   long v = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ struct SweepOptions {
 std::string parse_sweep_options(std::vector<std::string>* args, SweepOptions* out);
 // Help text for the shared options.
 const char* sweep_options_help();
+
+// A decimal integer in [lo, hi]; false on anything else.
+bool parse_count(const std::string& text, long lo, long hi, long* out);
+// A cheap fingerprint of the command line: every rank must run the same test.
+uint64_t command_fingerprint(const std::vector<std::string>& args);
 
 std::vector<size_t> sweep_sizes(const SweepOptions& o);
 // Iterations per repetition for a message of `bytes`: -n, else enough to move ~1 GiB,

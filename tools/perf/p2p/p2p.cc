@@ -73,17 +73,9 @@ int window_for(const P2pOptions& o, const zcx_device_props_t& props, size_t byte
   return props.max_requests > 0 && w > props.max_requests ? props.max_requests : w;
 }
 
-// A cheap fingerprint of the command line: every rank must run the same test.
-uint64_t fingerprint(const std::vector<std::string>& args) {
-  uint64_t h = 1469598103934665603ull;
-  for (const std::string& a : args)
-    for (char c : a + '\0') h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
-}
-
 Status check_same_arguments(Bootstrap& bs, const std::vector<std::string>& args) {
   std::vector<uint64_t> all(static_cast<size_t>(bs.nranks()));
-  all[static_cast<size_t>(bs.rank())] = fingerprint(args);
+  all[static_cast<size_t>(bs.rank())] = command_fingerprint(args);
   ZCX_TRY(bs.allgather(all.data(), sizeof(uint64_t)));
   for (int r = 0; r < bs.nranks(); ++r)
     if (all[static_cast<size_t>(r)] != all[0])
