@@ -2,9 +2,7 @@
 #include "common/unix_socket.h"
 
 #include "common/check.h"
-#include "common/clock.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,13 +10,6 @@
 #include <cstring>
 
 namespace zcx::unix_socket {
-
-uint64_t random_nonce() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-    v = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(now_ns());
-  return v;
-}
 
 socklen_t abstract_addr(const char* prefix, uint64_t nonce, sockaddr_un* sa) {
   memset(sa, 0, sizeof(*sa));

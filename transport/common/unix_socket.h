@@ -13,8 +13,6 @@
 
 namespace zcx::unix_socket {
 
-// 64 random bits (getrandom; pid and clock if that fails): listener names, segment nonces.
-uint64_t random_nonce();
 // "\0<prefix>-<nonce as 16 hex digits>": never a file, gone with the socket.
 socklen_t abstract_addr(const char* prefix, uint64_t nonce, sockaddr_un* sa);
 // kAuth unless the peer of `fd` runs as our user with pid `expect_pid`. provider/who word

@@ -111,6 +111,7 @@ struct Comm {
   uint64_t next_seq = 0;        // sends/receives posted
   uint64_t next_post = 0;       // sender: POSTs received
   int64_t last_progress_ns = 0;
+  int64_t timeout_ms = 0;  // ZCX_TIMEOUT, read once per comm (not per progress call)
   StickyError error;
   ~Comm();
 };

@@ -123,12 +123,13 @@ Status cache_acquire(int pid, int device, const Export& e, int fd, uint8_t** bas
 }
 
 void cache_release(int pid, const Export& e) {
+  static const bool keep = cfg_cache_enabled();  // read once, not per completed send
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   for (size_t i = 0; i < c.entries.size(); ++i) {
     Entry& en = c.entries[i];
     if (!same(en, pid, e)) continue;
-    if (--en.refs == 0 && !cfg_cache_enabled()) {
+    if (--en.refs == 0 && !keep) {
       unmap(cuda_shim(), en);
       c.entries.erase(c.entries.begin() + static_cast<std::ptrdiff_t>(i));
     }

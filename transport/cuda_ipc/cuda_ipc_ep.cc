@@ -5,6 +5,8 @@
 #include "base/handle.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/config_vars.h"
+#include "common/random.h"
 #include "common/unix_socket.h"
 #include "common/wire.h"
 #include "cuda_ipc/cuda_ipc.h"
@@ -95,6 +97,7 @@ Status comm_new(Context* ctx, int dev, bool is_send, Comm** out) {
   c->device = dev;
   c->is_send = is_send;
   c->last_progress_ns = now_ns();
+  c->timeout_ms = params::timeout_ms();
   *out = c;
   if (!is_send) return Status::kSuccess;
   CudaDeviceGuard guard(dev);
@@ -128,7 +131,7 @@ Status listen(Context* ctx, int dev, void* handle, ListenComm** out) {
   if (!lc) return set_error(Status::kNoMemory, kLogCuda, "cuda_ipc listen: out of memory");
   lc->ctx = ctx;
   lc->device = dev;
-  lc->nonce = unix_socket::random_nonce();
+  lc->nonce = random_u64();
   lc->sock.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!lc->sock.valid())
     return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", strerror(errno));

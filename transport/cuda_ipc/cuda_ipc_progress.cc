@@ -168,7 +168,7 @@ Status check_idle(Comm* c) {
     c->last_progress_ns = now_ns();
     return Status::kSuccess;
   }
-  if (now_ns() - c->last_progress_ns < params::timeout_ms() * 1000000) return Status::kSuccess;
+  if (now_ns() - c->last_progress_ns < c->timeout_ms * 1000000) return Status::kSuccess;
   return fail(c, Status::kTimeout, "no progress within ZCX_TIMEOUT");
 }
 

@@ -5,6 +5,7 @@
 #include "ib/ib.h"
 
 #include "base/handle.h"
+#include "common/random.h"
 #include "common/config_vars.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -41,11 +42,6 @@ namespace {
 
 constexpr uint32_t kReady = 0x21594452;  // "RDY!"
 constexpr uint16_t kKindConnect = 1, kKindAccept = 2;
-
-uint64_t random_u64() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(now_ns()));
-  return rng();
-}
 
 std::string describe(const Hello& h, const SockAddr& a) {
   return "rank " + std::to_string(h.rank) + " (" + h.host + ", pid " + std::to_string(h.pid) +

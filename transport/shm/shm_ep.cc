@@ -5,6 +5,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config_vars.h"
+#include "common/random.h"
 #include "common/unix_socket.h"
 #include "common/wire.h"
 #include "shm/shm.h"
@@ -164,7 +165,7 @@ Status comm_attach_views(Comm* c) {
 Status listen(Context* ctx, void* handle, ListenComm** out) {
   auto lc = std::make_unique<ListenComm>();
   lc->ctx = ctx;
-  lc->nonce = unix_socket::random_nonce();
+  lc->nonce = random_u64();
   lc->sock.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!lc->sock.valid())
     return set_error(Status::kSystem, kLogShm, "socket(AF_UNIX) failed: %s", strerror(errno));
@@ -237,7 +238,7 @@ Status connect(Context* ctx, const void* handle, Comm** out) {
   c->ctx = ctx;
   UniqueFd seg;
   ZCX_TRY(comm_create_segment(c.get(), &seg));
-  uint64_t seg_nonce = unix_socket::random_nonce();
+  uint64_t seg_nonce = random_u64();
   segment_init(c.get(), seg_nonce);
   c->cma_probe = seg_nonce;
   c->cma_ok = cma_probe(h.pid, h.probe_addr, h.nonce);

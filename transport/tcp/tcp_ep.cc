@@ -1,6 +1,7 @@
 // Connection set-up: the handle, the per-socket hello, and the non-blocking state machines of
 // listen/connect/accept. Nothing here waits: each call advances what it can and returns.
 #include "base/handle.h"
+#include "common/random.h"
 #include "common/clock.h"
 #include "common/config_vars.h"
 #include "common/wire.h"
@@ -78,13 +79,6 @@ namespace {
 
 constexpr size_t kMaxPendingSocks = 256;
 constexpr int64_t kWarnIntervalNs = 1000000000;
-
-uint64_t random_u64() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof v, 0) != sizeof v)
-    v = static_cast<uint64_t>(now_ns()) * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(getpid());
-  return v;
-}
 
 int64_t timeout_ns() { return params::timeout_ms() * 1000000; }
 

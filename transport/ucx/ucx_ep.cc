@@ -4,6 +4,7 @@
 #include "ucx/ucx_ep_state.h"
 
 #include "base/handle.h"
+#include "common/random.h"
 #include "common/clock.h"
 #include "common/config_vars.h"
 #include "common/socket.h"
@@ -20,12 +21,6 @@ namespace zcx::ucx {
 namespace {
 
 constexpr size_t kHandleAddrBytes = 16;
-
-uint64_t random_u64() {
-  static std::mt19937_64 gen{std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32) ^
-                             static_cast<uint64_t>(now_ns())};
-  return gen();
-}
 
 zcx_peer_info_t self_info(const Ctx* ctx) {
   zcx_peer_info_t who{};
