@@ -112,8 +112,6 @@ Status segment_check(int fd, size_t bytes);
 // 16 bytes identifying this boot (/proc/sys/kernel/random/boot_id).
 Status host_boot_id(uint8_t out[16]);
 
-// Liveness of the peer process through a pidfd (never through its memory).
-using PeerWatch = ::zcx::ProcessWatch;
 
 // Provider context (one per zcx_provider_init_t).
 struct Context {
@@ -181,7 +179,7 @@ struct Comm {
   uint8_t* slots = nullptr;
   uint8_t* chunks = nullptr;
   zcx_peer_info_t peer{};
-  PeerWatch watch;
+  ProcessWatch watch;  // the peer process, through a pidfd (never through its memory)
   UniqueFd sock;              // handshake socket until the acceptor's answer arrived
   RequestQueue reqs;
   StickyError error;
