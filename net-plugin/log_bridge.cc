@@ -37,10 +37,9 @@ void log_bridge_attach(ncclDebugLogger_t logger) {
   bool first = g_logger.exchange(logger) == nullptr;
   log_set_sink(bridge);
   // NCCL_DEBUG filters from here on: pass INFO through unless the user chose a ZCX_DEBUG.
-  if (first && !params::debug.raw().has_value()) {
-    config::set_override("ZCX_DEBUG", "INFO");
-    log_reload();
-  }
+  // (A level, not a config override: an override that is never cleared would keep every
+  // Param::get() on the registry's locked path.)
+  if (first && !params::debug.raw().has_value()) log_set_level(LogLevel::kInfo);
 }
 
 }  // namespace zcx::plugin

@@ -170,6 +170,11 @@ void log_write(LogLevel level, uint32_t subsys, const char* file, int line, cons
 
 void log_set_sink(LogSink sink) { state().sink = sink; }
 
+void log_set_level(LogLevel level) {
+  ensure_init();  // the rest of ZCX_DEBUG* first, so that a later first use cannot undo it
+  state().level = static_cast<int>(level);
+}
+
 void log_set_rank(int rank) { state().rank = rank; }
 
 void log_reload() {
