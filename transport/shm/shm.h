@@ -16,6 +16,7 @@
 
 #include "base/provider.h"
 #include "common/fd.h"
+#include "common/memfd.h"
 #include "common/proc_watch.h"
 #include "common/status.h"
 
@@ -85,30 +86,6 @@ struct Layout {
 Status layout_make(uint32_t nslots, uint32_t slot_bytes, uint32_t nchunks,
                    uint32_t chunk_bytes, Layout* out);
 
-// RAII mapping of a segment.
-class Mapping {
- public:
-  Mapping() = default;
-  ~Mapping() { reset(); }
-  Mapping(Mapping&& o) noexcept;
-  Mapping& operator=(Mapping&& o) noexcept;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  uint8_t* data() const { return static_cast<uint8_t*>(addr_); }
-  size_t size() const { return size_; }
-  Status map(int fd, size_t size);
-  void reset();
-
- private:
-  void* addr_ = nullptr;
-  size_t size_ = 0;
-};
-
-// Creates an anonymous memfd of `bytes` with its space reserved (fallocate), so a full
-// backing store is an error here rather than SIGBUS later.
-Status segment_create(size_t bytes, UniqueFd* fd);
-// Checks that an fd received from a peer is a memfd of exactly `bytes`.
-Status segment_check(int fd, size_t bytes);
 // 16 bytes identifying this boot (/proc/sys/kernel/random/boot_id).
 Status host_boot_id(uint8_t out[16]);
 

@@ -214,7 +214,7 @@ Status connect_socket(const HandleInfo& h, UniqueFd* fd) {
 Status comm_create_segment(Comm* c, UniqueFd* fd) {
   ZCX_TRY(layout_make(cfg_nslots(), cfg_slot_bytes(), cfg_nchunks(), cfg_chunk_bytes(),
                       &c->layout));
-  ZCX_TRY(segment_create(c->layout.total, fd));
+  ZCX_TRY(memfd_create_reserved(c->layout.total, "an shm connection", kLogShm, fd));
   ZCX_TRY(c->map.map(fd->get(), c->layout.total));
   return comm_attach_views(c);
 }
@@ -274,7 +274,7 @@ uint32_t hello_verdict(const ListenComm* lc, const Hello& h) {
 
 Status attach_segment(Comm* c, const Hello& h, int fd) {
   ZCX_TRY(layout_make(h.nslots, h.slot_bytes, h.nchunks, h.chunk_bytes, &c->layout));
-  ZCX_TRY(segment_check(fd, c->layout.total));
+  ZCX_TRY(memfd_check(fd, c->layout.total, kLogShm));
   ZCX_TRY(c->map.map(fd, c->layout.total));
   ZCX_TRY(comm_attach_views(c));
   const SegHeader* s = c->hdr;
