@@ -47,6 +47,12 @@ Status build_alltoall_pairwise(const OpArgs& a, Schedule& s);   // and the V for
 Status build_barrier(const OpArgs& a, Schedule& s);
 Status build_sendrecv(const OpArgs& a, Schedule& s);            // root = peer; kind kSendRecv
 
+// Shared lane (algorithms/shared.cc; no schedule): what this rank publishes for the call
+// (*data and the byte count), and its result computed from every member's slot.
+class SharedLane;
+size_t shared_contribution(const OpArgs& a, const void** data);
+void shared_finish(const OpArgs& a, const SharedLane& lane, uint64_t seq);
+
 // One rank: the result is the input. Adds the copy (none in place) and returns true when
 // a.nranks == 1, so that a builder can `if (single_rank_copy(a, s, bytes)) return ...;`.
 inline bool single_rank_copy(const OpArgs& a, Schedule& s, size_t bytes) {

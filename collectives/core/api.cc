@@ -50,7 +50,9 @@ Status check_args(zcx_comm* c, const OpArgs& a, zcx_stream_t stream) {
   ZCX_CHECK_ARG(a.op >= 0 && a.op < ZCX_REDOP_COUNT, kLogColl, "invalid reduction op %d",
                 static_cast<int>(a.op));
   const size_t n = static_cast<size_t>(c->comm->nranks());
-  ZCX_CHECK_ARG(a.count <= SIZE_MAX / es / n, kLogColl, "count %zu overflows a byte size", a.count);
+  size_t total;  // count * esize * nranks must fit a size_t (multiplications, not divisions)
+  ZCX_CHECK_ARG(!__builtin_mul_overflow(a.count, es * n, &total), kLogColl,
+                "count %zu overflows a byte size", a.count);
   bool rooted = a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce ||
                 a.kind == CollKind::kSendRecv;
   ZCX_CHECK_ARG(!rooted || (a.root >= 0 && a.root < static_cast<int>(n)), kLogColl,

@@ -143,10 +143,17 @@ Status Comm::plan(const OpArgs& in, Op* op) {
     si.link = nnodes_ > 1 ? LinkClass::kNet : LinkClass::kShm;
     si.nnodes = nnodes_;
     si.ppn = ppn_;
+    si.shared_lane = lane_possible();
     c = choose(si);
+    if (c.algo == Algo::kShared && lane_state_ == LaneState::kUntried) {
+      ZCX_TRY(lane_setup());
+      si.shared_lane = lane_possible();
+      c = choose(si);
+    }
   }
   a.chunk = c.chunk;
   a.host_of = host_of_.data();
+  if (c.algo == Algo::kShared) return plan_lane(a, op);
   // Every collective first checks its ring predecessor's descriptor, so that a disagreement
   // is a kMismatch somewhere even when the disagreeing ranks would exchange no data.
   const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;
@@ -167,11 +174,24 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   } else if (st != Status::kSuccess) {
     return st;
   }
-  OpDesc& d = op->desc;
+  fill_desc(a, c.algo, &op->desc);
+  return Status::kSuccess;
+}
+
+Status Comm::plan_lane(const OpArgs& a, Op* op) {
+  op->lane = true;
+  op->args = a;
+  op->lane_seq = ++lane_seq_;  // from 1: a zeroed slot holds no contribution
+  fill_desc(a, Algo::kShared, &op->desc);
+  return Status::kSuccess;
+}
+
+void Comm::fill_desc(const OpArgs& a, Algo algo, OpDesc* out) {
+  OpDesc& d = *out;
   d.kind = static_cast<uint8_t>(a.kind);
   d.dtype = static_cast<uint8_t>(a.dtype);
   d.redop = static_cast<uint8_t>(a.op);
-  d.algo = static_cast<uint8_t>(c.algo);
+  d.algo = static_cast<uint8_t>(algo);
   d.root = a.kind == CollKind::kSendRecv ? -1 : a.root;
   d.nranks = static_cast<uint32_t>(a.nranks);
   d.comm_id = id_;
@@ -181,7 +201,6 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   d.count = v ? sum(a.counts, a.nranks) : (a.kind == CollKind::kAlltoallv ? 0 : a.count);
   d.aux = counts_hash(a);
   d.chunk = a.chunk;
-  return Status::kSuccess;
 }
 
 void Comm::refresh_tuning() {
@@ -258,7 +277,10 @@ void Comm::fail_queue(Status st) {
 
 Status Comm::progress() {
   if (err_.has()) return err_.status();
-  Status cst = ctx_->progress();
+  // A shared-lane operation needs no transport; the context is still driven now and then
+  // (listeners, other communicators' transfers) without taxing each poll of the lane.
+  const bool lane_head = !queue_.empty() && queue_.front()->lane;
+  Status cst = !lane_head || ++lane_polls_ % 64 == 0 ? ctx_->progress() : Status::kSuccess;
   if (cst != Status::kSuccess) {
     err_.record(cst, last_error());
     fail_queue(cst);
@@ -266,10 +288,12 @@ Status Comm::progress() {
   }
   while (!queue_.empty()) {
     Op& head = *queue_.front();
-    if (!head.exec)
+    if (!head.exec && !head.lane) {
       head.exec = std::make_unique<Executor>(&head.sched, this, head.desc, nranks(), timeout_ms_);
+      if (lane_ && head.desc.seq != 0) lane_->announce(rank_, head.desc);
+    }
     bool done = false;
-    Status st = head.exec->progress(&done);
+    Status st = head.lane ? lane_progress(head, &done) : head.exec->progress(&done);
     if (st != Status::kSuccess) {
       err_.record(st, last_error());
       fail_queue(st);
@@ -312,8 +336,10 @@ Status Comm::wait(Op& op) {
 }
 
 int64_t Comm::last_activity_ns() const {
-  if (queue_.empty() || !queue_.front()->exec) return now_ns();
-  return queue_.front()->exec->last_progress_ns();
+  if (queue_.empty()) return now_ns();
+  const Op& head = *queue_.front();
+  if (head.lane) return head.lane_moved_ns ? head.lane_moved_ns : now_ns();
+  return head.exec ? head.exec->last_progress_ns() : now_ns();
 }
 
 Status Comm::drain() {

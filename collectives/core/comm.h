@@ -10,6 +10,7 @@
 #include "base/context.h"
 #include "common/proc_watch.h"
 #include "core/desc.h"
+#include "core/shared_lane.h"
 #include "schedule/executor.h"
 #include "schedule/schedule.h"
 #include "select/select.h"
@@ -29,6 +30,15 @@ struct Op {
   std::unique_ptr<Executor> exec;
   void* avg_buf = nullptr;  // avg: divide this many elements by nranks once done
   size_t avg_count = 0;
+  // Shared-lane operations (no schedule): the call, the lane sequence number, progress.
+  bool lane = false;
+  OpArgs args;
+  uint64_t lane_seq = 0;
+  bool lane_published = false;
+  int lane_next = 0;            // first member whose contribution has not been seen
+  uint32_t lane_idle = 0;
+  int64_t lane_moved_ns = 0;
+  int64_t lane_member_check_ns = 0;
   bool done = false;
   Status result = Status::kSuccess;
 };
@@ -68,6 +78,8 @@ class Comm final : public PeerLinks {
  private:
   Comm() = default;
   Status plan(const OpArgs& args, Op* op);
+  Status plan_lane(const OpArgs& a, Op* op);
+  void fill_desc(const OpArgs& a, Algo algo, OpDesc* out);
   const Choice& choose(const SelectInput& in);
   void refresh_tuning();
   Status progress();
@@ -75,6 +87,13 @@ class Comm final : public PeerLinks {
   void index_hosts();
   Status check_usable();
   int64_t last_activity_ns() const;  // when the running operation last moved
+  // The shared lane (comm_lane.cc).
+  bool lane_possible() const;
+  Status lane_setup();
+  Status run_now(const OpArgs& a);
+  Status lane_progress(Op& op, bool* done);
+  Status lane_stalled(Op& op, int peer);
+  Status lane_mismatch(const Op& op, int peer, const OpDesc& theirs);
 
   Context* ctx_ = nullptr;
   std::unique_ptr<Context> owned_ctx_;
@@ -95,6 +114,11 @@ class Comm final : public PeerLinks {
   int64_t timeout_ms_ = 0;
   std::unordered_map<uint64_t, Choice> choices_;  // (bytes, collective) -> selector's choice
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
+  enum class LaneState { kUntried, kSettingUp, kReady, kUnavailable };
+  LaneState lane_state_ = LaneState::kUntried;
+  std::unique_ptr<SharedLane> lane_;
+  uint64_t lane_seq_ = 0;
+  uint32_t lane_polls_ = 0;
   // Process watches of the members on this host (opened on the first stall).
   std::vector<std::unique_ptr<ProcessWatch>> watches_;
 };

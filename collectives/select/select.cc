@@ -16,7 +16,7 @@ namespace {
 const config::StringParam kAlgoParam(
     "ZCX_ALGO", "",
     "collective algorithm override: 'ring' or 'allreduce:rhd,broadcast:chain' (names: ring, "
-    "tree, rhd, hier, binomial, chain, pairwise)");
+    "tree, rhd, hier, binomial, chain, pairwise, direct, shared)");
 const config::SizeParam kChunkParam("ZCX_CHUNK_SIZE", 0,
                                     "collective pipeline chunk in bytes (0 = cost model)");
 const config::DoubleParam kAlphaShm("ZCX_COLL_ALPHA_US_SHM", 2.0,
@@ -34,12 +34,16 @@ const char* const kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather
                                   "reducescatter", "alltoall", "allgatherv",
                                   "reducescatterv", "alltoallv", "barrier", "sendrecv"};
 const char* const kAlgoNames[] = {"ring", "tree", "rhd", "binomial", "chain", "pairwise",
-                                  "direct", "hier"};
+                                  "direct", "hier", "shared"};
 
 // Direct allreduce sends (p-1) copies of the vector and keeps p of them in scratch: only for
 // small vectors and few ranks (p-1 messages per rank at once).
 constexpr size_t kDirectMaxBytes = 64 * 1024;
 constexpr int kDirectMaxRanks = 8;
+
+// The shared lane costs one cache-line hand-off per peer plus copying every contribution in
+// and reading all of them out.
+constexpr double kSharedAlphaUs = 0.1;
 
 double lg(int p) { return std::ceil(std::log2(std::max(p, 1))); }
 
@@ -118,16 +122,16 @@ int candidates(CollKind k, Algo* out, int max) {
   };
   switch (k) {
     case CollKind::kAllreduce:
-      return put({Algo::kRing, Algo::kTree, Algo::kRhd, Algo::kHier, Algo::kDirect});
-    case CollKind::kBroadcast: return put({Algo::kChain, Algo::kBinomial});
-    case CollKind::kReduce: return put({Algo::kChain, Algo::kBinomial});
-    case CollKind::kAllgather:
+      return put({Algo::kRing, Algo::kTree, Algo::kRhd, Algo::kHier, Algo::kDirect, Algo::kShared});
+    case CollKind::kBroadcast: return put({Algo::kChain, Algo::kBinomial, Algo::kShared});
+    case CollKind::kReduce: return put({Algo::kChain, Algo::kBinomial, Algo::kShared});
+    case CollKind::kAllgather: return put({Algo::kRing, Algo::kShared});
     case CollKind::kAllgatherv:
     case CollKind::kReducescatter:
     case CollKind::kReducescatterv: return put({Algo::kRing});
     case CollKind::kAlltoall:
     case CollKind::kAlltoallv: return put({Algo::kPairwise});
-    case CollKind::kBarrier: return put({Algo::kRhd});
+    case CollKind::kBarrier: return put({Algo::kRhd, Algo::kShared});
     default: return put({Algo::kDirect});
   }
 }
@@ -172,6 +176,8 @@ double estimate_us(Algo algo, const SelectInput& in, const ModelParams& m, size_
     case Algo::kPairwise: return (p - 1) * (a + n / p * b);
     case Algo::kDirect:  // one step; each further message costs half a step to post and drain
       return a + (p - 2) * a / 2 + (p - 1) * n * (b + gr);
+    case Algo::kShared:
+      return kSharedAlphaUs * p + (p - 1) * n * (b + gr);
     case Algo::kHier: {  // binomial reduce + bcast inside a host, ring across hosts
       const double as = m.alpha_us[0], bs = 1.0 / (m.bw_gbs[0] * 1e3);
       double local = lg(in.ppn);
@@ -202,6 +208,28 @@ size_t model_chunk(Algo algo, const SelectInput& in, const ModelParams& m) {
   }
 }
 
+bool shared_lane_fits(const SelectInput& in) {
+  if (!in.shared_lane || in.nranks < 2 || in.nranks > kSharedMaxRanks) return false;
+  const size_t per_rank = in.kind == CollKind::kAllgather ? in.bytes / in.nranks : in.bytes;
+  return per_rank <= kSharedMaxBytes;
+}
+
+namespace {
+
+// Whether `algo` can serve `in` at all (the others are left out of the table).
+bool applies(Algo algo, const SelectInput& in) {
+  switch (algo) {
+    case Algo::kHier: return in.nnodes > 1 && in.nnodes < in.nranks;
+    case Algo::kDirect:
+      return in.nranks <= kDirectMaxRanks &&
+             in.bytes * (std::max(in.nranks, 1) - 1) <= kDirectMaxBytes;
+    case Algo::kShared: return shared_lane_fits(in);
+    default: return true;
+  }
+}
+
+}  // namespace
+
 Choice select(const SelectInput& in) {
   ModelParams m = model_params();
   Algo cand[8];
@@ -214,10 +242,7 @@ Choice select(const SelectInput& in) {
            in.nranks, in.link == LinkClass::kNet ? "net" : "shm");
   std::string table = buf;
   for (int i = 0; i < nc; ++i) {
-    if (cand[i] == Algo::kHier && (in.nnodes <= 1 || in.nnodes >= in.nranks)) continue;
-    if (cand[i] == Algo::kDirect && (in.nranks > kDirectMaxRanks ||
-                                     in.bytes * (std::max(in.nranks, 1) - 1) > kDirectMaxBytes))
-      continue;
+    if (!applies(cand[i], in)) continue;
     double t = estimate_us(cand[i], in, m, model_chunk(cand[i], in, m));
     snprintf(buf, sizeof buf, " %s %.1fus", algo_name(cand[i]), t);
     table += buf;
@@ -227,7 +252,12 @@ Choice select(const SelectInput& in) {
   Algo forced;
   bool specific = false;
   if (algo_override(in.kind, &forced, &specific)) {
-    if (std::find(cand, cand + nc, forced) != cand + nc) {
+    if (forced == Algo::kShared && !shared_lane_fits(in)) {
+      // Not an error: one setting serves every size, and the lane takes only small ones.
+      // Like a declining builder, it falls back to the collective's default algorithm.
+      best.algo = cand[0];
+      source = "ZCX_ALGO=shared does not fit: default";
+    } else if (std::find(cand, cand + nc, forced) != cand + nc) {
       best.algo = forced;
       source = "ZCX_ALGO";
     } else if (specific) {

@@ -20,10 +20,15 @@ enum class CollKind : int {
 const char* coll_kind_name(CollKind k);
 
 enum class Algo : int {
-  kRing, kTree, kRhd, kBinomial, kChain, kPairwise, kDirect, kHier, kCount
+  kRing, kTree, kRhd, kBinomial, kChain, kPairwise, kDirect, kHier, kShared, kCount
 };
 const char* algo_name(Algo a);
 bool algo_from_name(const std::string& name, Algo* out);
+
+// The shared lane (core/shared_lane.h): a communicator whose ranks all run on one host moves
+// contributions of up to kSharedMaxBytes per rank through one shared segment.
+inline constexpr size_t kSharedMaxBytes = 4096;
+inline constexpr int kSharedMaxRanks = 64;
 
 enum class LinkClass : int { kShm = 0, kNet = 1, kCount };
 
@@ -42,7 +47,11 @@ struct SelectInput {
   LinkClass link = LinkClass::kShm;  // the slowest link class the communicator spans
   int nnodes = 1;          // hosts the communicator spans
   int ppn = 1;             // most ranks on one host
+  bool shared_lane = false;  // the communicator can use the shared lane (one host, 2..64 ranks)
 };
+
+// Whether the shared lane can carry this operation (per-rank contribution small enough).
+bool shared_lane_fits(const SelectInput& in);
 
 struct Choice {
   Algo algo = Algo::kDirect;

@@ -2,6 +2,7 @@
 // passes a different count, dtype, op, root or a different collective. Every rank must
 // return an error within ZCX_TIMEOUT + 2 s (never a hang, never a success with data from
 // the disagreeing rank), at least one with ZCX_ERR_MISMATCH whose message names a peer.
+// The lane-* scenarios disagree on small calls, which go through the shared lane.
 // coll_fault_test has the in-process version over the fake transport.
 //
 // One process group per provider runs every scenario: a control communicator (never given
@@ -71,6 +72,18 @@ std::vector<Scenario> scenarios() {
   out.push_back({"reduce-vs-allgather", "reduce:chain", 3, [](zcx_comm_t c, int r, std::vector<int32_t>& b) {
                    if (r == 3) return zcx_allgather(b.data() + 3, b.data(), 1, ZCX_INT32, c, nullptr);
                    return zcx_reduce(b.data(), b.data(), kCount, ZCX_INT32, ZCX_SUM, 0, c, nullptr); }});
+  // The shared lane (small calls, all ranks on this host): the slot's descriptor, or the
+  // operation a peer announced when it is not in the lane at all.
+  out.push_back({"lane-count", "allreduce:shared", 2, [](zcx_comm_t c, int r, std::vector<int32_t>& b) {
+                   return allreduce(c, b, r == 2 ? 5 : 4, ZCX_INT32, ZCX_SUM); }});
+  out.push_back({"lane-op", "allreduce:shared", 3, [](zcx_comm_t c, int r, std::vector<int32_t>& b) {
+                   return allreduce(c, b, 4, ZCX_INT32, r == 3 ? ZCX_MAX : ZCX_SUM); }});
+  out.push_back({"lane-kind", "allreduce:shared,broadcast:shared", 0,
+                 [](zcx_comm_t c, int r, std::vector<int32_t>& b) {
+                   if (r == 0) return zcx_broadcast(b.data(), b.data(), 4, ZCX_INT32, 0, c, nullptr);
+                   return allreduce(c, b, 4, ZCX_INT32, ZCX_SUM); }});
+  out.push_back({"lane-vs-ring", "allreduce:shared", 1, [](zcx_comm_t c, int r, std::vector<int32_t>& b) {
+                   return allreduce(c, b, r == 1 ? kCount : 4, ZCX_INT32, ZCX_SUM); }});
   return out;
 }
 

@@ -41,6 +41,13 @@ int most_ranks_on_a_host(int n) {
 // What the planner must choose: the forced algorithm, except hier where it declines (all
 // ranks on one host, or one rank per host), which falls back to the ring.
 Algo expected_algo(const Case& c, int n) {
+  if (c.algo == Algo::kShared) {  // one host always; per-rank contributions up to 4 KiB
+    const size_t per_rank = c.count * zcx_dtype_size(static_cast<zcx_dtype_t>(c.dtype));
+    if (n >= 2 && n <= kSharedMaxRanks && per_rank <= kSharedMaxBytes) return Algo::kShared;
+    Algo first;
+    candidates(c.kind, &first, 1);
+    return first;
+  }
   if (c.algo != Algo::kHier) return c.algo;
   bool runs = c.emulated_hosts && n >= 3;
   return runs ? Algo::kHier : Algo::kRing;

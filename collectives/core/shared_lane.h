@@ -1,0 +1,63 @@
+// The shared lane: one memfd segment per communicator whose ranks all run on one host, for
+// small collectives. Every rank copies its contribution into its own slot and publishes it
+// by storing the lane sequence number last (release); every rank then reads all the slots
+// and computes the result itself (algorithms/shared.cc). A collective costs one cache-line
+// hand-off per peer instead of a descriptor and a message each way through the transport.
+//
+// Slots are double-buffered by the parity of the lane sequence number L. Rank r writes the
+// slot of L only after it finished L-1, which needed every peer's L-1 contribution, which a
+// peer publishes only after it finished L-2 — the last read of the slot r now overwrites.
+//
+// Every member also announces the descriptor of each operation it starts (lane or not), so
+// that a rank waiting in the lane for a peer that called something else reports kMismatch
+// at once instead of timing out. The segment layout:
+//   LaneHeader                  magic, token (marks the segment as this communicator's)
+//   Announce[nranks]            one line per rank: a seqlock around an OpDesc
+//   Slot[nranks][2]             SlotHead (sequence, descriptor) + kSharedMaxBytes of data
+#pragma once
+
+#include "common/fd.h"
+#include "common/memfd.h"
+#include "common/status.h"
+#include "core/desc.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace zcx::coll {
+
+class SharedLane {
+ public:
+  // Rank 0: creates and maps the segment; fd() stays open until every member has mapped it.
+  static Status create(int nranks, std::unique_ptr<SharedLane>* out);
+  // Other members: map rank 0's segment through /proc/<pid>/fd/<fd> (same user only) and
+  // check that it carries `token` — a same-named host that is another machine fails here.
+  static Status attach(int owner_pid, int owner_fd, uint64_t token, int nranks,
+                       std::unique_ptr<SharedLane>* out);
+  int fd() const { return fd_.get(); }
+  uint64_t token() const { return token_; }
+  void close_fd() { fd_.reset(); }
+
+  // Records the operation `rank` is starting (read by peers through announced()).
+  void announce(int rank, const OpDesc& d);
+  // The last operation `rank` announced; false while it is being rewritten.
+  bool announced(int rank, OpDesc* d) const;
+  // Copies `bytes` (<= kSharedMaxBytes) of `data` into rank's slot for `seq`, then publishes.
+  void publish(int rank, uint64_t seq, const OpDesc& d, const void* data, size_t bytes);
+  // rank's descriptor for `seq` once it has published it, else nullptr.
+  const OpDesc* arrived(int rank, uint64_t seq) const;
+  const uint8_t* data(int rank, uint64_t seq) const;
+
+ private:
+  SharedLane() = default;
+  Status map_and_locate(int fd, int nranks);
+  uint8_t* slot(int rank, uint64_t seq) const;
+
+  UniqueFd fd_;
+  Mapping map_;
+  uint64_t token_ = 0;
+  int nranks_ = 0;
+};
+
+}  // namespace zcx::coll

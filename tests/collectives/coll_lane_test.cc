@@ -1,0 +1,174 @@
+// The shared lane (collectives/core/shared_lane.h) over real processes, 4 ranks on this host:
+//  - small collectives take it (the request's descriptor says "shared") and give the right
+//    results, blocking and request-based, in place and out of place;
+//  - ZCX_COLL_SHARED_LANE=0 on one rank only turns it off for every rank (set-up agrees), and
+//    results stay right;
+//  - a rank SIGKILLed between lane operations: every survivor fails within ZCX_TIMEOUT + 2 s
+//    naming it, the error is sticky, and nothing is left in /dev/shm (the segment is a memfd).
+// The correctness matrix forces "shared" for every kind x dtype x op (coll_matrix_test);
+// disagreeing calls in the lane are in coll_mismatch_process_test.
+#include "process_ranks.h"
+
+#include "common/config.h"
+#include "core/api_handles.h"
+
+#include <zcx/coll.h>
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace zcx {
+namespace {
+
+constexpr int kRanks = 4;
+constexpr int kVictim = 2;
+constexpr double kTimeoutS = 4.0;
+
+std::set<std::string> zcx_shm_entries() {
+  std::set<std::string> out;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.find("zcx") != std::string::npos) out.insert(name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// The algorithm the planner chose for a request-based small allreduce (checked result).
+// Returns the algorithm name, or "error: ..." / "wrong: ...".
+std::string small_allreduce_algo(zcx_comm_t comm, int rank) {
+  std::vector<int32_t> in(7), out(7, -1);
+  for (int i = 0; i < 7; ++i) in[i] = rank * 100 + i;
+  zcx_coll_request_t req = nullptr;
+  if (zcx_iallreduce(in.data(), out.data(), in.size(), ZCX_INT32, ZCX_SUM, comm, nullptr, &req))
+    return std::string("error: ") + zcx_get_last_error();
+  const std::string algo = coll::algo_name(static_cast<coll::Algo>(req->op->desc.algo));
+  if (zcx_coll_wait(req)) return std::string("error: ") + zcx_get_last_error();
+  for (int i = 0; i < 7; ++i)
+    if (out[i] != (0 + 100 + 200 + 300) + kRanks * i) return "wrong: element " + std::to_string(i);
+  return algo;
+}
+
+// Every kind the lane serves, blocking, in place: broadcast from each root, reduce to each
+// root, allgather, barrier. Returns "" or what went wrong.
+std::string lane_kinds(zcx_comm_t comm, int rank) {
+  for (int root = 0; root < kRanks; ++root) {
+    std::vector<uint64_t> b(33, rank == root ? 1000 + root : 0);
+    if (zcx_broadcast(b.data(), b.data(), b.size(), ZCX_UINT64, root, comm, nullptr))
+      return std::string("broadcast: ") + zcx_get_last_error();
+    for (uint64_t v : b)
+      if (v != 1000u + root) return "broadcast from " + std::to_string(root) + ": wrong data";
+    std::vector<double> r(5, rank + 0.5);
+    if (zcx_reduce(r.data(), r.data(), r.size(), ZCX_FLOAT64, ZCX_MAX, root, comm, nullptr))
+      return std::string("reduce: ") + zcx_get_last_error();
+    if (rank == root && r[4] != kRanks - 0.5) return "reduce max to " + std::to_string(root) + ": wrong";
+  }
+  std::vector<int16_t> g(3 * kRanks, -1);
+  for (int i = 0; i < 3; ++i) g[3 * rank + i] = static_cast<int16_t>(rank * 10 + i);
+  if (zcx_allgather(g.data() + 3 * rank, g.data(), 3, ZCX_INT8 /* 3 bytes */, comm, nullptr))
+    return std::string("allgather: ") + zcx_get_last_error();
+  if (zcx_barrier_comm(comm, nullptr)) return std::string("barrier: ") + zcx_get_last_error();
+  return "";
+}
+
+int agreement_rank(bool disable_on_rank1, int rank, int fd) {
+  setenv("ZCX_PROVIDERS", "shm", 1);
+  if (disable_on_rank1 && rank == 1) setenv("ZCX_COLL_SHARED_LANE", "0", 1);
+  zcx_comm_t comm = nullptr;
+  if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
+    return dprintf(fd, "INIT failed: %s\n", zcx_get_last_error()), 2;
+  std::string first = small_allreduce_algo(comm, rank), second = small_allreduce_algo(comm, rank);
+  std::string kinds = lane_kinds(comm, rank);
+  dprintf(fd, "ALGO %s %s\nKINDS %s\n", first.c_str(), second.c_str(), kinds.empty() ? "ok" : kinds.c_str());
+  return zcx_comm_destroy(comm) == ZCX_SUCCESS ? 0 : 2;
+}
+
+void expect_algo_everywhere(bool disable_on_rank1, const char* want) {
+  test::CleanLaunchEnv clean;
+  std::vector<test::RankResult> res = test::run_rank_processes(
+      kRanks, 60 * 1000, [&](int rank, int fd) { return agreement_rank(disable_on_rank1, rank, fd); });
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + res[r].report);
+    EXPECT_EQ(res[r].exit_code, 0);
+    char a[64] = {}, b[64] = {};
+    ASSERT_EQ(sscanf(res[r].report.c_str(), "ALGO %63s %63s", a, b), 2);
+    // The first call sets the lane up (through ordinary collectives) and then uses it.
+    EXPECT_STREQ(a, want);
+    EXPECT_STREQ(b, want);
+    EXPECT_NE(res[r].report.find("KINDS ok"), std::string::npos);
+  }
+}
+
+TEST(CollLane, SmallCollectivesTakeTheLaneWithRightResults) { expect_algo_everywhere(false, "shared"); }
+
+TEST(CollLane, OneRankTurningItOffTurnsItOffForAll) { expect_algo_everywhere(true, "direct"); }
+
+// The victim runs lane operations with the others, then dies between two of them.
+int kill_rank(int rank, int fd) {
+  setenv("ZCX_PROVIDERS", "shm", 1);
+  zcx_comm_t comm = nullptr;
+  if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
+    return dprintf(fd, "INIT failed: %s\n", zcx_get_last_error()), 2;
+  float v = 1;
+  zcx_status_t st = ZCX_SUCCESS;
+  for (int i = 0; i < 2000 && st == ZCX_SUCCESS; ++i)
+    st = zcx_allreduce(&v, &v, 1, ZCX_FLOAT32, ZCX_MIN, comm, nullptr);
+  if (st != ZCX_SUCCESS) return dprintf(fd, "WARMUP failed: %s\n", zcx_get_last_error()), 2;
+  if (rank == kVictim) {
+    dprintf(fd, "KILLED %.6f\n", test::monotonic_s());
+    raise(SIGKILL);
+  }
+  while (st == ZCX_SUCCESS) st = zcx_allreduce(&v, &v, 1, ZCX_FLOAT32, ZCX_MIN, comm, nullptr);
+  dprintf(fd, "RESULT %d %.6f\n%s\n", static_cast<int>(st), test::monotonic_s(), zcx_get_last_error());
+  usleep(static_cast<useconds_t>((kTimeoutS + 1.5) * 1e6));  // the others fail on their own
+  const double t0 = test::monotonic_s();
+  zcx_status_t again = zcx_allreduce(&v, &v, 1, ZCX_FLOAT32, ZCX_MIN, comm, nullptr);
+  dprintf(fd, "STICKY %d %.3f\n", static_cast<int>(again), test::monotonic_s() - t0);
+  return zcx_comm_destroy(comm) == ZCX_SUCCESS ? 0 : 3;
+}
+
+TEST(CollLane, EverySurvivorNamesARankKilledBetweenLaneOperations) {
+  test::CleanLaunchEnv clean;
+  config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
+  const std::set<std::string> shm_before = zcx_shm_entries();
+  std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, kill_rank);
+  double killed_at = 0;
+  const std::string& said = res[kVictim].report;
+  ASSERT_EQ(sscanf(said.c_str() + std::min(said.find("KILLED"), said.size()), "KILLED %lf", &killed_at), 1) << said;
+  EXPECT_EQ(res[kVictim].exit_code, 128 + SIGKILL);
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) continue;
+    SCOPED_TRACE("survivor rank " + std::to_string(r) + ": " + res[r].report);
+    EXPECT_EQ(res[r].exit_code, 0);
+    int status = -1, sticky = -1;
+    double at = 0, sticky_s = -1;
+    std::istringstream in(res[r].report);
+    std::string line, message;
+    while (std::getline(in, line)) {
+      if (sscanf(line.c_str(), "RESULT %d %lf", &status, &at) == 2) std::getline(in, message);
+      sscanf(line.c_str(), "STICKY %d %lf", &sticky, &sticky_s);
+    }
+    printf("[lane kill] rank %d: failed %.2f s after the kill, status %d: %s\n", r, at - killed_at,
+           status, message.c_str());
+    EXPECT_NE(status, -1);
+    EXPECT_NE(status, ZCX_SUCCESS);
+    EXPECT_LE(at - killed_at, kTimeoutS + 2.0);
+    EXPECT_NE(message.find("rank 2 "), std::string::npos) << "the dead rank is not named";
+    EXPECT_NE(message.find("died"), std::string::npos) << "the cause is not given";
+    EXPECT_NE(sticky, ZCX_SUCCESS);
+    EXPECT_LE(sticky_s, 1.0);
+  }
+  for (const std::string& name : zcx_shm_entries())
+    EXPECT_TRUE(shm_before.count(name)) << "left behind in /dev/shm: " << name;
+}
+
+}  // namespace
+}  // namespace zcx
