@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/status.h"
+#include "reduce/reduce.h"
 #include "schedule/schedule.h"
 #include "select/select.h"
 
@@ -29,7 +30,7 @@ struct OpArgs {
   int nranks = 1;
   size_t chunk = 0;                  // pipeline chunk in bytes (0 = whole blocks)
   const int* host_of = nullptr;      // host index of every rank (hierarchical algorithms)
-  size_t esize() const { return zcx_dtype_size(dtype); }
+  size_t esize() const { return dtype_bytes(dtype); }
 };
 
 Status build_allreduce_ring(const OpArgs& a, Schedule& s);

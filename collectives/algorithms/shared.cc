@@ -28,12 +28,12 @@ void shared_finish(const OpArgs& a, const SharedLane& lane, uint64_t seq) {
     case CollKind::kAllreduce:
     case CollKind::kReduce:
       if (a.kind == CollKind::kReduce && a.rank != a.root) return;
-      reduce(a.dtype, a.op, out, lane.data(0, seq), lane.data(1, seq), a.count);
-      for (int r = 2; r < a.nranks; ++r) reduce(a.dtype, a.op, out, out, lane.data(r, seq), a.count);
+      reduce(a.dtype, a.op, out, lane.data(0, seq, bytes), lane.data(1, seq, bytes), a.count);
+      for (int r = 2; r < a.nranks; ++r) reduce(a.dtype, a.op, out, out, lane.data(r, seq, bytes), a.count);
       return;
-    case CollKind::kBroadcast: memcpy(out, lane.data(a.root, seq), bytes); return;
+    case CollKind::kBroadcast: memcpy(out, lane.data(a.root, seq, bytes), bytes); return;
     case CollKind::kAllgather:
-      for (int r = 0; r < a.nranks; ++r) memcpy(out + bytes * r, lane.data(r, seq), bytes);
+      for (int r = 0; r < a.nranks; ++r) memcpy(out + bytes * r, lane.data(r, seq, bytes), bytes);
       return;
     default: return;
   }

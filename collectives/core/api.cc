@@ -45,7 +45,7 @@ Status check_comm(zcx_comm* c, zcx_stream_t stream) {
 
 Status check_args(zcx_comm* c, const OpArgs& a, zcx_stream_t stream) {
   ZCX_TRY(check_comm(c, stream));
-  size_t es = zcx_dtype_size(a.dtype);
+  size_t es = dtype_bytes(a.dtype);
   ZCX_CHECK_ARG(es != 0, kLogColl, "invalid dtype %d", static_cast<int>(a.dtype));
   ZCX_CHECK_ARG(a.op >= 0 && a.op < ZCX_REDOP_COUNT, kLogColl, "invalid reduction op %d",
                 static_cast<int>(a.op));
@@ -68,9 +68,9 @@ Status check_args(zcx_comm* c, const OpArgs& a, zcx_stream_t stream) {
 
 Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
   ZCX_TRY(check_args(c, a, stream));
+  if (req == nullptr) return c->comm->run(a);
   std::shared_ptr<Op> op;
   ZCX_TRY(c->comm->post(a, &op));
-  if (req == nullptr) return c->comm->wait(*op);
   *req = new zcx_coll_request{c, op};
   return Status::kSuccess;
 }

@@ -9,10 +9,8 @@
 #include "reduce/reduce.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <numeric>
-#include <thread>
 
 namespace zcx::coll {
 namespace {
@@ -130,30 +128,38 @@ Status Comm::check_usable() {
   return Status::kSuccess;
 }
 
+SelectInput Comm::select_input(const OpArgs& a) const {
+  SelectInput si;
+  si.kind = a.kind;
+  si.bytes = select_bytes(a);
+  si.nranks = a.nranks;
+  si.link = nnodes_ > 1 ? LinkClass::kNet : LinkClass::kShm;
+  si.nnodes = nnodes_;
+  si.ppn = ppn_;
+  si.shared_lane = lane_possible();
+  return si;
+}
+
 Status Comm::plan(const OpArgs& in, Op* op) {
   OpArgs a = in;
   a.rank = rank_;
   a.nranks = nranks();
   Choice c;
   if (a.kind != CollKind::kSendRecv) {
-    SelectInput si;
-    si.kind = a.kind;
-    si.bytes = select_bytes(a);
-    si.nranks = a.nranks;
-    si.link = nnodes_ > 1 ? LinkClass::kNet : LinkClass::kShm;
-    si.nnodes = nnodes_;
-    si.ppn = ppn_;
-    si.shared_lane = lane_possible();
-    c = choose(si);
+    c = choose(select_input(a));
     if (c.algo == Algo::kShared && lane_state_ == LaneState::kUntried) {
       ZCX_TRY(lane_setup());
-      si.shared_lane = lane_possible();
-      c = choose(si);
+      c = choose(select_input(a));
     }
   }
   a.chunk = c.chunk;
   a.host_of = host_of_.data();
-  if (c.algo == Algo::kShared) return plan_lane(a, op);
+  if (c.algo == Algo::kShared) {
+    op->lane = true;
+    lane_start(a, &op->lane_op);
+    op->desc = op->lane_op.desc;
+    return Status::kSuccess;
+  }
   // Every collective first checks its ring predecessor's descriptor, so that a disagreement
   // is a kMismatch somewhere even when the disagreeing ranks would exchange no data.
   const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;
@@ -175,14 +181,6 @@ Status Comm::plan(const OpArgs& in, Op* op) {
     return st;
   }
   fill_desc(a, c.algo, &op->desc);
-  return Status::kSuccess;
-}
-
-Status Comm::plan_lane(const OpArgs& a, Op* op) {
-  op->lane = true;
-  op->args = a;
-  op->lane_seq = ++lane_seq_;  // from 1: a zeroed slot holds no contribution
-  fill_desc(a, Algo::kShared, &op->desc);
   return Status::kSuccess;
 }
 
@@ -208,7 +206,7 @@ void Comm::refresh_tuning() {
   if (gen == tuning_gen_) return;
   tuning_gen_ = gen;
   timeout_ms_ = params::timeout_ms();
-  choices_.clear();
+  forget_choices();
 }
 
 // Choices are cached per (collective, bytes): the cost model reads a dozen config values and
@@ -217,13 +215,31 @@ void Comm::refresh_tuning() {
 // printed again.
 const Choice& Comm::choose(const SelectInput& in) {
   const uint64_t key = (static_cast<uint64_t>(in.bytes) << 4) | static_cast<uint64_t>(in.kind);
+  if (last_choice_ != nullptr && key == last_key_ && !log_enabled(LogLevel::kInfo, kLogTuning))
+    return *last_choice_;  // the loop of one size: skip even the hash lookup
   auto it = choices_.find(key);
   if (it != choices_.end()) {
     ZCX_INFO(kLogTuning, "%s (cached)", it->second.why.c_str());
-    return it->second;
+  } else {
+    if (choices_.size() >= 4096) forget_choices();  // bounded: sizes may vary without end
+    it = choices_.emplace(key, select(in)).first;
   }
-  if (choices_.size() >= 4096) choices_.clear();  // bounded: sizes may vary without end
-  return choices_.emplace(key, select(in)).first->second;
+  last_key_ = key;
+  last_choice_ = &it->second;  // stays valid until forget_choices (node-based map)
+  return it->second;
+}
+
+void Comm::forget_choices() {
+  choices_.clear();
+  last_choice_ = nullptr;
+}
+
+bool avg_target(const OpArgs& a, int rank, void** buf, size_t* count) {
+  if (a.op != ZCX_AVG || a.kind == CollKind::kSendRecv) return false;
+  if (a.kind == CollKind::kReduce && rank != a.root) return false;
+  *buf = a.recvbuf;
+  *count = a.kind == CollKind::kReducescatterv ? a.counts[rank] : a.count;
+  return true;
 }
 
 Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
@@ -231,13 +247,7 @@ Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
   refresh_tuning();
   auto op = std::make_shared<Op>(args.dtype, args.op);
   ZCX_TRY(plan(args, op.get()));
-  if (args.op == ZCX_AVG && args.kind != CollKind::kSendRecv) {
-    bool root_only = args.kind == CollKind::kReduce;
-    if (!root_only || rank_ == args.root) {
-      op->avg_buf = args.recvbuf;
-      op->avg_count = args.kind == CollKind::kReducescatterv ? args.counts[rank_] : args.count;
-    }
-  }
+  (void)avg_target(args, rank_, &op->avg_buf, &op->avg_count);
   queue_.push_back(op);
   *out = op;
   (void)progress();  // start at once; failures are reported by test/wait
@@ -293,7 +303,7 @@ Status Comm::progress() {
       if (lane_ && head.desc.seq != 0) lane_->announce(rank_, head.desc);
     }
     bool done = false;
-    Status st = head.lane ? lane_progress(head, &done) : head.exec->progress(&done);
+    Status st = head.lane ? lane_progress(head.lane_op, &done) : head.exec->progress(&done);
     if (st != Status::kSuccess) {
       err_.record(st, last_error());
       fail_queue(st);
@@ -314,31 +324,21 @@ Status Comm::test(Op& op, bool* done) {
   return Status::kSuccess;
 }
 
-// Busy-polls. There is no progress thread: this loop is what moves the data (shm chunks,
-// tcp socket buffers), so sleeping between calls stalls every pipeline — a 20 us nap per
-// round cut 32 MiB allreduce to 0.5 GB/s. The first kSpinRounds rounds only poll (a
-// sched_yield costs as much as a small allreduce's whole transfer); later rounds yield, so
-// oversubscribed ranks share the cores; once nothing has moved for kNapAfterIdleNs (a late
-// or dead peer; the executor's ZCX_TIMEOUT still bounds it) it naps to free the CPU.
+// Busy-polls, paced by WaitPacer (comm.h).
 Status Comm::wait(Op& op) {
-  constexpr uint32_t kSpinRounds = 64;
-  constexpr int64_t kNapAfterIdleNs = 5'000'000;
-  bool napping = false;
-  for (uint32_t round = 1;; ++round) {
+  WaitPacer pacer;
+  for (;;) {
     bool done = false;
     ZCX_TRY(test(op, &done));
     if (done) return Status::kSuccess;
-    if (round < kSpinRounds) continue;
-    if (round % 64 == 0) napping = now_ns() - last_activity_ns() > kNapAfterIdleNs;
-    if (napping) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else std::this_thread::yield();
+    pacer.pause([this] { return last_activity_ns(); });
   }
 }
 
 int64_t Comm::last_activity_ns() const {
   if (queue_.empty()) return now_ns();
   const Op& head = *queue_.front();
-  if (head.lane) return head.lane_moved_ns ? head.lane_moved_ns : now_ns();
+  if (head.lane) return head.lane_op.moved_ns ? head.lane_op.moved_ns : now_ns();
   return head.exec ? head.exec->last_progress_ns() : now_ns();
 }
 
@@ -365,9 +365,7 @@ Status Comm::split(int color, int key, std::unique_ptr<Comm>* out) {
   a.recvbuf = all.data();
   a.count = 2;
   a.dtype = ZCX_INT64;
-  std::shared_ptr<Op> op;
-  ZCX_TRY(post(a, &op));
-  ZCX_TRY(wait(*op));
+  ZCX_TRY(run(a));
   *out = nullptr;
   if (color < 0) return Status::kSuccess;
   std::vector<std::pair<int64_t, int>> members;  // (key, old rank)

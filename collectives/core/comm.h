@@ -15,13 +15,30 @@
 #include "schedule/schedule.h"
 #include "select/select.h"
 
+#include "common/clock.h"
+
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 namespace zcx::coll {
+
+// A shared-lane operation (no schedule): the call, its lane sequence number, its progress.
+struct LaneOp {
+  OpArgs args;
+  OpDesc desc;
+  uint64_t desc_hash = 0;  // what peers' slots must carry (desc_hash(desc))
+  uint64_t seq = 0;
+  bool published = false;
+  int next = 0;  // first member whose contribution has not been seen
+  uint32_t idle = 0;
+  int64_t moved_ns = 0;  // 0 until the first stall
+  int64_t member_check_ns = 0;
+};
 
 struct Op {
   Op(zcx_dtype_t dtype, zcx_redop_t redop) : sched(dtype, redop) {}
@@ -30,17 +47,43 @@ struct Op {
   std::unique_ptr<Executor> exec;
   void* avg_buf = nullptr;  // avg: divide this many elements by nranks once done
   size_t avg_count = 0;
-  // Shared-lane operations (no schedule): the call, the lane sequence number, progress.
-  bool lane = false;
-  OpArgs args;
-  uint64_t lane_seq = 0;
-  bool lane_published = false;
-  int lane_next = 0;            // first member whose contribution has not been seen
-  uint32_t lane_idle = 0;
-  int64_t lane_moved_ns = 0;
-  int64_t lane_member_check_ns = 0;
+  bool lane = false;  // runs in the shared lane (lane_op), not through sched
+  LaneOp lane_op;
   bool done = false;
   Status result = Status::kSuccess;
+};
+
+// avg: which buffer, and how many elements of it, are divided by nranks once `a` completes on
+// `rank` (false: none there — another collective, or a reduce's non-root).
+bool avg_target(const OpArgs& a, int rank, void** buf, size_t* count);
+
+// How a blocking wait paces its polls. There is no progress thread: the waiting loop is what
+// moves the data (shm chunks, tcp socket buffers), so sleeping between polls stalls every
+// pipeline — a 20 us nap per round cut 32 MiB allreduce to 0.5 GB/s. The first spin_rounds
+// rounds only poll (a sched_yield costs as much as a small allreduce's whole transfer);
+// later rounds yield, so oversubscribed ranks share the cores; once nothing has moved for
+// kNapAfterIdleNs (a late or dead peer; ZCX_TIMEOUT still bounds the wait) it naps.
+class WaitPacer {
+ public:
+  // A queued operation's poll drives the transport (about 0.1-1 us): 64 rounds. A shared-lane
+  // poll reads one cached line (a few ns): kLaneSpinRounds cover a few microseconds.
+  static constexpr uint32_t kSpinRounds = 64;
+  static constexpr uint32_t kLaneSpinRounds = 1024;
+  explicit WaitPacer(uint32_t spin_rounds = kSpinRounds) : spin_rounds_(spin_rounds) {}
+  // After each poll that did not finish; `last_moved()` says when the operation last moved.
+  template <class F>
+  void pause(F&& last_moved) {
+    if (++round_ < spin_rounds_) return;
+    if (round_ % 64 == 0) napping_ = now_ns() - last_moved() > kNapAfterIdleNs;
+    if (napping_) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else std::this_thread::yield();
+  }
+
+ private:
+  static constexpr int64_t kNapAfterIdleNs = 5'000'000;
+  uint32_t spin_rounds_;
+  uint32_t round_ = 0;
+  bool napping_ = false;
 };
 
 class Comm final : public PeerLinks {
@@ -57,6 +100,9 @@ class Comm final : public PeerLinks {
   const std::string& name() const { return name_; }
   size_t connections() const;  // endpoints made so far (lazy connection tests)
 
+  // Runs one operation to completion (a blocking call). On an idle communicator a
+  // shared-lane operation runs right here, never queued: a few hundred nanoseconds count.
+  Status run(const OpArgs& args);
   // Plans (selects the algorithm, builds the schedule) and queues one operation.
   Status post(const OpArgs& args, std::shared_ptr<Op>* op);
   // Queues point-to-point calls as one operation (a group).
@@ -78,9 +124,10 @@ class Comm final : public PeerLinks {
  private:
   Comm() = default;
   Status plan(const OpArgs& args, Op* op);
-  Status plan_lane(const OpArgs& a, Op* op);
+  SelectInput select_input(const OpArgs& a) const;
   void fill_desc(const OpArgs& a, Algo algo, OpDesc* out);
   const Choice& choose(const SelectInput& in);
+  void forget_choices();
   void refresh_tuning();
   Status progress();
   void fail_queue(Status st);
@@ -90,10 +137,11 @@ class Comm final : public PeerLinks {
   // The shared lane (comm_lane.cc).
   bool lane_possible() const;
   Status lane_setup();
-  Status run_now(const OpArgs& a);
-  Status lane_progress(Op& op, bool* done);
-  Status lane_stalled(Op& op, int peer);
-  Status lane_mismatch(const Op& op, int peer, const OpDesc& theirs);
+  void lane_start(const OpArgs& a, LaneOp* lo);
+  Status run_lane(const OpArgs& a);
+  Status lane_progress(LaneOp& lo, bool* done);
+  Status lane_stalled(LaneOp& lo, int peer);
+  Status lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs);
 
   Context* ctx_ = nullptr;
   std::unique_ptr<Context> owned_ctx_;
@@ -113,6 +161,8 @@ class Comm final : public PeerLinks {
   uint64_t tuning_gen_ = 0;
   int64_t timeout_ms_ = 0;
   std::unordered_map<uint64_t, Choice> choices_;  // (bytes, collective) -> selector's choice
+  uint64_t last_key_ = 0;                         // the last choice made, for repeated calls
+  const Choice* last_choice_ = nullptr;
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
   enum class LaneState { kUntried, kSettingUp, kReady, kUnavailable };
   LaneState lane_state_ = LaneState::kUntried;

@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "reduce/reduce.h"
 
 #include <unistd.h>
 
@@ -38,15 +39,9 @@ bool Comm::lane_possible() const {
          nnodes_ == 1 && nranks() >= 2 && nranks() <= kSharedMaxRanks;
 }
 
-Status Comm::run_now(const OpArgs& a) {
-  std::shared_ptr<Op> op;
-  ZCX_TRY(post(a, &op));
-  return wait(*op);
-}
-
 Status Comm::lane_setup() {
   lane_state_ = LaneState::kSettingUp;
-  choices_.clear();  // choices made from here on must not count on the lane
+  forget_choices();  // choices made from here on must not count on the lane
   LaneOffer offer;
   std::unique_ptr<SharedLane> lane;
   if (rank_ == 0 && ok(SharedLane::create(nranks(), &lane)))
@@ -59,7 +54,7 @@ Status Comm::lane_setup() {
   a.count = sizeof offer;
   a.dtype = ZCX_UINT8;
   a.root = 0;
-  ZCX_TRY(run_now(a));
+  ZCX_TRY(run(a));  // queued: the lane is being set up
   int32_t mapped = offer.ok;
   if (rank_ != 0 && offer.ok) {
     mapped = ok(SharedLane::attach(offer.pid, offer.fd, offer.token, nranks(), &lane));
@@ -73,67 +68,112 @@ Status Comm::lane_setup() {
   a.count = 1;
   a.dtype = ZCX_INT32;
   a.op = ZCX_MIN;
-  ZCX_TRY(run_now(a));
+  ZCX_TRY(run(a));  // queued: the lane is being set up
   if (lane) lane->close_fd();  // every member has mapped it or given up
   lane_state_ = all ? LaneState::kReady : LaneState::kUnavailable;
   if (all) lane_ = std::move(lane);
-  choices_.clear();
+  forget_choices();
   ZCX_INFO(kLogTuning, "comm '%s': shared lane %s for %d ranks", name_.c_str(),
            all ? "ready" : "unavailable (see above, or ZCX_COLL_SHARED_LANE=0)", nranks());
   return Status::kSuccess;
 }
 
-Status Comm::lane_progress(Op& op, bool* done) {
+void Comm::lane_start(const OpArgs& a, LaneOp* lo) {
+  lo->args = a;
+  lo->seq = ++lane_seq_;  // from 1: a zeroed slot holds no contribution
+  fill_desc(a, Algo::kShared, &lo->desc);
+  lo->desc_hash = desc_hash(lo->desc);
+}
+
+// A blocking shared-lane call on an idle communicator: the same steps as a queued lane
+// operation, without the operation object, the queue, or the executor.
+Status Comm::run(const OpArgs& args) {
+  if (lane_state_ == LaneState::kReady && queue_.empty() && args.kind != CollKind::kSendRecv &&
+      !err_.has()) {
+    refresh_tuning();
+    OpArgs a = args;
+    a.rank = rank_;
+    a.nranks = nranks();
+    if (choose(select_input(a)).algo == Algo::kShared) return run_lane(a);
+  }
+  std::shared_ptr<Op> op;
+  ZCX_TRY(post(args, &op));
+  return wait(*op);
+}
+
+Status Comm::run_lane(const OpArgs& a) {
+  LaneOp lo;
+  lane_start(a, &lo);
+  WaitPacer pacer(WaitPacer::kLaneSpinRounds);
+  for (;;) {
+    bool done = false;
+    Status st = lane_progress(lo, &done);
+    if (st == Status::kSuccess && !done && ++lane_polls_ % 64 == 0) st = ctx_->progress();
+    if (st != Status::kSuccess) {
+      err_.record(st, last_error());
+      return st;
+    }
+    if (done) break;
+    pacer.pause([&lo] { return lo.moved_ns ? lo.moved_ns : now_ns(); });
+  }
+  void* avg_buf = nullptr;
+  size_t avg_count = 0;
+  if (avg_target(a, rank_, &avg_buf, &avg_count))
+    finalize_avg(a.dtype, avg_buf, avg_count, nranks());
+  return Status::kSuccess;
+}
+
+Status Comm::lane_progress(LaneOp& lo, bool* done) {
   *done = false;
-  if (!op.lane_published) {
+  if (!lo.published) {
     const void* data = nullptr;
-    size_t bytes = shared_contribution(op.args, &data);
-    lane_->announce(rank_, op.desc);
-    lane_->publish(rank_, op.lane_seq, op.desc, data, bytes);
-    op.lane_published = true;  // the clock is read only if a peer keeps us waiting
+    size_t bytes = shared_contribution(lo.args, &data);
+    lane_->announce(rank_, lo.desc);
+    lane_->publish(rank_, lo.seq, lo.desc, lo.desc_hash, data, bytes);
+    lo.published = true;  // the clock is read only if a peer keeps us waiting
   }
-  for (; op.lane_next < nranks(); ++op.lane_next) {
-    if (op.lane_next == rank_) continue;
-    const OpDesc* theirs = lane_->arrived(op.lane_next, op.lane_seq);
-    if (theirs == nullptr) return lane_stalled(op, op.lane_next);
-    if (memcmp(theirs, &op.desc, sizeof op.desc) != 0) ZCX_TRY(lane_mismatch(op, op.lane_next, *theirs));
-    op.lane_idle = 0;
-    op.lane_moved_ns = 0;  // stamped at the next stall
+  for (; lo.next < nranks(); ++lo.next) {
+    if (lo.next == rank_) continue;
+    uint64_t theirs = 0;
+    if (!lane_->arrived(lo.next, lo.seq, &theirs)) return lane_stalled(lo, lo.next);
+    if (theirs != lo.desc_hash) ZCX_TRY(lane_mismatch(lo, lo.next, lane_->desc(lo.next, lo.seq)));
+    lo.idle = 0;
+    lo.moved_ns = 0;  // stamped at the next stall
   }
-  shared_finish(op.args, *lane_, op.lane_seq);
+  shared_finish(lo.args, *lane_, lo.seq);
   *done = true;
   return Status::kSuccess;
 }
 
 // kMismatch naming `peer` when its descriptor differs from ours in what matters.
-Status Comm::lane_mismatch(const Op& op, int peer, const OpDesc& theirs) {
-  std::string diff = desc_diff(op.desc, theirs);
+Status Comm::lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs) {
+  std::string diff = desc_diff(lo.desc, theirs);
   if (diff.empty()) return Status::kSuccess;
   return set_error(Status::kMismatch, kLogColl, "%s: %s called a different operation: %s",
-                   desc_describe(op.desc).c_str(), peer_name(peer).c_str(), diff.c_str());
+                   desc_describe(lo.desc).c_str(), peer_name(peer).c_str(), diff.c_str());
 }
 
 // Waiting for `peer`'s contribution. The clock is read once every 64 calls. A peer that
 // announced this operation number for a different call is a mismatch at once; after a
 // second, members on this host are checked for exit; after ZCX_TIMEOUT, a timeout.
-Status Comm::lane_stalled(Op& op, int peer) {
-  if (++op.lane_idle % 64 != 0) return Status::kSuccess;
+Status Comm::lane_stalled(LaneOp& lo, int peer) {
+  if (++lo.idle % 64 != 0) return Status::kSuccess;
   const int64_t now = now_ns();
-  if (op.lane_moved_ns == 0) op.lane_moved_ns = now;
+  if (lo.moved_ns == 0) lo.moved_ns = now;
   OpDesc theirs;
-  if (lane_->announced(peer, &theirs) && theirs.seq == op.desc.seq) ZCX_TRY(lane_mismatch(op, peer, theirs));
-  if (now - op.lane_moved_ns > 1'000'000'000 && now >= op.lane_member_check_ns) {
-    op.lane_member_check_ns = now + 500'000'000;
+  if (lane_->announced(peer, &theirs) && theirs.seq == lo.desc.seq) ZCX_TRY(lane_mismatch(lo, peer, theirs));
+  if (now - lo.moved_ns > 1'000'000'000 && now >= lo.member_check_ns) {
+    lo.member_check_ns = now + 500'000'000;
     const int dead = dead_member();
     if (dead >= 0)
       return set_error(Status::kRemote, kLogColl, "%s: %s died (its process exited); waiting "
-                       "for %s in the shared lane", desc_describe(op.desc).c_str(),
+                       "for %s in the shared lane", desc_describe(lo.desc).c_str(),
                        peer_name(dead).c_str(), peer_name(peer).c_str());
   }
-  if (now - op.lane_moved_ns <= timeout_ms_ * 1'000'000) return Status::kSuccess;
+  if (now - lo.moved_ns <= timeout_ms_ * 1'000'000) return Status::kSuccess;
   return set_error(Status::kTimeout, kLogColl, "%s: no contribution from %s in the shared lane "
                    "for %.1f s (ZCX_TIMEOUT) — has that rank reached this operation, and is it "
-                   "alive?", desc_describe(op.desc).c_str(), peer_name(peer).c_str(),
+                   "alive?", desc_describe(lo.desc).c_str(), peer_name(peer).c_str(),
                    timeout_ms_ / 1000.0);
 }
 

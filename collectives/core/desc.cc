@@ -6,6 +6,7 @@
 #include <zcx/coll.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace zcx::coll {
 namespace {
@@ -55,6 +56,23 @@ std::string desc_diff(const OpDesc& mine, const OpDesc& theirs) {
   add(&out, "chunk", mine.chunk, theirs.chunk);
   add(&out, "flags", mine.flags, theirs.flags);
   return out;
+}
+
+// Each word times its own odd constant, summed: the products are independent (a few cycles,
+// not a chain of eight), and a change in any one word always changes the sum (odd numbers
+// are invertible mod 2^64). A final mix spreads the bits.
+uint64_t desc_hash(const OpDesc& d) {
+  static constexpr uint64_t kOdd[8] = {
+      0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull, 0xd6e8feb86659fd93ull,
+      0xa0761d6478bd642full, 0xe7037ed1a0b428dbull, 0x8ebc6af09c88c6e3ull, 0x589965cc75374cc3ull};
+  uint64_t w[8];
+  static_assert(sizeof w == sizeof(OpDesc), "eight words");
+  memcpy(w, &d, sizeof w);
+  uint64_t h = 0;
+  for (int i = 0; i < 8; ++i) h += w[i] * kOdd[i];
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
 }
 
 uint64_t hash_counts(const size_t* a, size_t n, uint64_t seed) {

@@ -37,6 +37,10 @@ static_assert(sizeof(OpDesc) == 64, "OpDesc is a wire format");
 // "" when equal, else what differs ("count 100 vs 200, root 0 vs 1").
 std::string desc_diff(const OpDesc& mine, const OpDesc& theirs);
 std::string desc_describe(const OpDesc& d);  // "allreduce #7 float32 sum count 100"
+// A 64-bit hash of every field: equal descriptors hash equal; descriptors that differ in one
+// word always hash differently, in several words except by a 2^-64 accident (the shared
+// lane compares hashes, not 64-byte descriptors).
+uint64_t desc_hash(const OpDesc& d);
 uint64_t hash_counts(const size_t* a, size_t n, uint64_t seed);
 
 }  // namespace zcx::coll

@@ -34,13 +34,23 @@ struct alignas(kLine) Announce {
   std::atomic<uint64_t> words[kWords];
 };
 
-// The sequence number sits alone on its line: peers spin on it while the owner writes data.
-struct SlotHead {
-  alignas(kLine) std::atomic<uint64_t> seq;
-  alignas(kLine) OpDesc desc;
+// The line peers spin on: the sequence number (stored last, release), the descriptor's hash
+// and a small contribution, so that an 8-byte allreduce moves one line per peer.
+struct alignas(kLine) SlotHead {
+  std::atomic<uint64_t> seq;
+  uint64_t desc_hash;
+  uint8_t inline_data[kLaneInlineBytes];
 };
+static_assert(sizeof(SlotHead) == kLine, "the published line is one cache line");
 
-constexpr size_t kSlotStride = sizeof(SlotHead) + kSharedMaxBytes;
+struct Slot {
+  SlotHead head;
+  OpDesc desc;  // read by peers only when the hashes differ
+  uint8_t data[kSharedMaxBytes];
+};
+static_assert(sizeof(OpDesc) == kLine, "the descriptor fills the second line");
+
+constexpr size_t kSlotStride = sizeof(Slot);
 static_assert(kSlotStride % kLine == 0, "slots stay line-aligned");
 
 size_t announce_off() { return sizeof(LaneHeader); }
@@ -123,22 +133,30 @@ uint8_t* SharedLane::slot(int rank, uint64_t seq) const {
   return map_.data() + slots_off(nranks_) + kSlotStride * (2 * static_cast<size_t>(rank) + (seq & 1));
 }
 
-void SharedLane::publish(int rank, uint64_t seq, const OpDesc& d, const void* data, size_t bytes) {
-  uint8_t* s = slot(rank, seq);
-  auto* head = reinterpret_cast<SlotHead*>(s);
-  if (bytes > 0) memcpy(s + sizeof(SlotHead), data, bytes);
-  head->desc = d;
-  head->seq.store(seq, std::memory_order_release);
+void SharedLane::publish(int rank, uint64_t seq, const OpDesc& d, uint64_t hash,
+                         const void* data, size_t bytes) {
+  auto* s = reinterpret_cast<Slot*>(slot(rank, seq));
+  s->desc = d;
+  if (bytes > kLaneInlineBytes) memcpy(s->data, data, bytes);
+  else if (bytes > 0) memcpy(s->head.inline_data, data, bytes);
+  s->head.desc_hash = hash;
+  s->head.seq.store(seq, std::memory_order_release);
 }
 
-const OpDesc* SharedLane::arrived(int rank, uint64_t seq) const {
-  const auto* head = reinterpret_cast<const SlotHead*>(slot(rank, seq));
-  if (head->seq.load(std::memory_order_acquire) != seq) return nullptr;
-  return &head->desc;
+bool SharedLane::arrived(int rank, uint64_t seq, uint64_t* hash) const {
+  const auto* s = reinterpret_cast<const Slot*>(slot(rank, seq));
+  if (s->head.seq.load(std::memory_order_acquire) != seq) return false;
+  *hash = s->head.desc_hash;
+  return true;
 }
 
-const uint8_t* SharedLane::data(int rank, uint64_t seq) const {
-  return slot(rank, seq) + sizeof(SlotHead);
+const OpDesc& SharedLane::desc(int rank, uint64_t seq) const {
+  return reinterpret_cast<const Slot*>(slot(rank, seq))->desc;
+}
+
+const uint8_t* SharedLane::data(int rank, uint64_t seq, size_t bytes) const {
+  const auto* s = reinterpret_cast<const Slot*>(slot(rank, seq));
+  return bytes > kLaneInlineBytes ? s->data : s->head.inline_data;
 }
 
 }  // namespace zcx::coll

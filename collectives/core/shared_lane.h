@@ -13,7 +13,11 @@
 // at once instead of timing out. The segment layout:
 //   LaneHeader                  magic, token (marks the segment as this communicator's)
 //   Announce[nranks]            one line per rank: a seqlock around an OpDesc
-//   Slot[nranks][2]             SlotHead (sequence, descriptor) + kSharedMaxBytes of data
+//   Slot[nranks][2]             one line: sequence, descriptor hash, up to kLaneInlineBytes
+//                               of data; then the full descriptor (read only on a hash
+//                               difference, for the message) and kSharedMaxBytes of data
+// A contribution of up to kLaneInlineBytes (an 8-byte allreduce) travels with its sequence
+// number and descriptor hash in one cache line: one line moves per peer per collective.
 #pragma once
 
 #include "common/fd.h"
@@ -26,6 +30,8 @@
 #include <memory>
 
 namespace zcx::coll {
+
+inline constexpr size_t kLaneInlineBytes = 48;
 
 class SharedLane {
  public:
@@ -44,10 +50,14 @@ class SharedLane {
   // The last operation `rank` announced; false while it is being rewritten.
   bool announced(int rank, OpDesc* d) const;
   // Copies `bytes` (<= kSharedMaxBytes) of `data` into rank's slot for `seq`, then publishes.
-  void publish(int rank, uint64_t seq, const OpDesc& d, const void* data, size_t bytes);
-  // rank's descriptor for `seq` once it has published it, else nullptr.
-  const OpDesc* arrived(int rank, uint64_t seq) const;
-  const uint8_t* data(int rank, uint64_t seq) const;
+  // `hash` is desc_hash(d).
+  void publish(int rank, uint64_t seq, const OpDesc& d, uint64_t hash, const void* data,
+               size_t bytes);
+  // Whether `rank` has published `seq`; then *hash is its descriptor's hash.
+  bool arrived(int rank, uint64_t seq, uint64_t* hash) const;
+  // What `rank` published for `seq` (only after arrived() said so).
+  const OpDesc& desc(int rank, uint64_t seq) const;
+  const uint8_t* data(int rank, uint64_t seq, size_t bytes) const;
 
  private:
   SharedLane() = default;

@@ -124,10 +124,7 @@ void finalize_avg(zcx_dtype_t dtype, void* buf, size_t n, int nranks) {
 
 extern "C" {
 
-ZCX_API size_t zcx_dtype_size(zcx_dtype_t dtype) {
-  static const size_t kSizes[ZCX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-  return dtype >= 0 && dtype < ZCX_DTYPE_COUNT ? kSizes[dtype] : 0;
-}
+ZCX_API size_t zcx_dtype_size(zcx_dtype_t dtype) { return zcx::coll::dtype_bytes(dtype); }
 
 ZCX_API const char* zcx_dtype_name(zcx_dtype_t dtype) {
   static const char* const kNames[ZCX_DTYPE_COUNT] = {

@@ -13,6 +13,12 @@
 
 namespace zcx::coll {
 
+// zcx_dtype_size without the call (every small collective asks several times).
+inline size_t dtype_bytes(zcx_dtype_t dtype) {
+  constexpr size_t kSizes[ZCX_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+  return dtype >= 0 && dtype < ZCX_DTYPE_COUNT ? kSizes[dtype] : 0;
+}
+
 enum class SimdLevel : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 const char* simd_level_name(SimdLevel level);
 

@@ -64,6 +64,44 @@ TEST(ZcxRun, RankKilledBySignalIsNamed) {
   EXPECT_LT(r.seconds, 10.0);
 }
 
+// Each rank prints the CPUs it may run on (the kernel's Cpus_allowed_list).
+std::map<int, std::string> allowed_cpus(const ToolResult& r) {
+  std::map<int, std::string> out;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::smatch m;
+  while (std::getline(lines, line))
+    if (std::regex_match(line, m, std::regex(R"(\[([0-9]+)\] Cpus_allowed_list:\s*(\S+))")))
+      out[std::stoi(m[1])] = m[2];
+  return out;
+}
+
+const char* kShowCpus = "grep Cpus_allowed_list /proc/self/status";
+
+TEST(ZcxRun, BindToCoreGivesEachRankItsOwnCpu) {
+  ToolResult all = zcx_run("-np 1 --bind-to none", kShowCpus);
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  ToolResult r = zcx_run("-np 2 --bind-to core", kShowCpus);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto cpus = allowed_cpus(r);
+  ASSERT_EQ(cpus.size(), 2u) << r.out;
+  for (auto& [rank, list] : cpus)
+    EXPECT_TRUE(std::regex_match(list, std::regex("[0-9]+"))) << "rank " << rank << ": " << list;
+  if (allowed_cpus(all)[0].find_first_of(",-") != std::string::npos) {  // two CPUs or more
+    EXPECT_NE(cpus[0], cpus[1]) << "both ranks bound to the same CPU";
+  }
+}
+
+TEST(ZcxRun, BindToNoneAndOversubscribedAutoLeaveRanksFree) {
+  ToolResult one = zcx_run("-np 1 --bind-to none", kShowCpus);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::string every = allowed_cpus(one)[0];
+  ToolResult many = zcx_run("-np 64", kShowCpus);  // more ranks than this machine's CPUs
+  ASSERT_EQ(many.exit_code, 0) << many.err;
+  for (auto& [rank, list] : allowed_cpus(many)) EXPECT_EQ(list, every) << "rank " << rank;
+  EXPECT_NE(zcx_run("-np 1 --bind-to socket", "true").exit_code, 0);
+}
+
 TEST(ZcxRun, TimeoutStopsEveryRank) {
   ToolResult r = zcx_run("-np 3 --timeout 1", "if [ $ZCX_RANK = 1 ]; then exit 0; fi; sleep 60");
   EXPECT_EQ(r.exit_code, 124);

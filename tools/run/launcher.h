@@ -11,6 +11,7 @@
 
 #include "common/fd.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/types.h>
 
@@ -35,6 +36,7 @@ class Launcher {
   enum class Phase { kRunning, kStopping, kKilling };
 
   bool setup();
+  void plan_binding();
   bool spawn(int rank, const JobEnv& job);
   void event_loop();
   bool finished();
@@ -52,6 +54,7 @@ class Launcher {
 
   const Options& options_;
   std::vector<Rank> ranks_;
+  std::vector<cpu_set_t> cpu_of_rank_;  // empty: ranks are not bound
   UniqueFd signal_fd_;
   UniqueFd dev_null_;
   sigset_t child_mask_{};  // the mask the ranks start with (ours before blocking)

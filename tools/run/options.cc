@@ -56,7 +56,7 @@ bool split_inline(const std::string& arg, std::string* name, std::string* value)
 
 bool takes_value(const std::string& name) {
   return name == "-np" || name == "-n" || name == "--np" || name == "--timeout" ||
-         name == "--grace" || name == "--env";
+         name == "--grace" || name == "--env" || name == "--bind-to";
 }
 
 std::string apply(const std::string& name, const std::string& value, Options* out) {
@@ -67,6 +67,11 @@ std::string apply(const std::string& name, const std::string& value, Options* ou
   } else if (name == "--timeout") {
     if (!parse_seconds(value.c_str(), &out->timeout_s))
       return "--timeout needs a positive number of seconds, got '" + value + "'";
+  } else if (name == "--bind-to") {
+    if (value == "core") out->bind = Bind::kCore;
+    else if (value == "none") out->bind = Bind::kNone;
+    else if (value == "auto") out->bind = Bind::kAuto;
+    else return "--bind-to takes core, none or auto, got '" + value + "'";
   } else if (name == "--grace") {
     if (!parse_seconds(value.c_str(), &out->grace_s))
       return "--grace needs a positive number of seconds, got '" + value + "'";
@@ -104,13 +109,17 @@ ParseResult parse_options(int argc, char** argv, Options* out, std::string* erro
 
 void print_usage(FILE* to) {
   std::fprintf(to,
-      "usage: zcx-run -np N [--timeout S] [--grace S] [--env K=V]... [--] command [args...]\n"
+      "usage: zcx-run -np N [--timeout S] [--grace S] [--bind-to core|none|auto]\n"
+      "               [--env K=V]... [--] command [args...]\n"
       "\n"
       "Starts N ranks of `command` on this host and waits for them.\n"
       "\n"
       "  -np N, -n N     number of ranks (1..%d)\n"
       "  --timeout S     stop every rank after S seconds (exit code 124)\n"
       "  --grace S       after SIGTERM, wait S seconds before SIGKILL (default 3)\n"
+      "  --bind-to B     core: rank r runs only on the r-th CPU zcx-run may use (round-robin\n"
+      "                  when there are more ranks than CPUs); none: anywhere; auto (the\n"
+      "                  default, as Open MPI): core when the ranks fit the CPUs, else none\n"
       "  --env K=V       set K=V for every rank (repeatable)\n"
       "  -h, --help      this text\n"
       "\n"
