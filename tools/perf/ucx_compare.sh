@@ -13,7 +13,7 @@
 #                                  [-n iters] [-w window] [-t "tcp posix,cma"]
 # The zcx side is measured twice: zcx-perf p2p --provider ucx (under zcx-run, the project's
 # benchmark) and tests/transport/ucx/zcx_ucx_bench (the provider alone, shaped like tag_bw).
-# Needs ucx-utils (ucx_perftest).
+# zcx_ucx_bench forks its two processes itself and runs unpinned. Needs ucx-utils (ucx_perftest).
 set -euo pipefail
 
 bench=""
@@ -42,6 +42,12 @@ command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt-get in
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# Server and client run on CPUs 0 and 1, as zcx-run binds the ranks of zcx-perf (and as
+# mpirun binds small jobs): unpinned processes spinning on the same data moved between CPUs
+# and measured up to 4x slower on a 2-CPU VM.
+pin0=() pin1=()
+if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then pin0=(taskset -c 0) pin1=(taskset -c 1); fi
+
 # One ucx_perftest tag_bw run; prints the overall bandwidth in MB/s.
 # A third argument "-e" asks for endpoints with error handling (UCP_ERR_HANDLING_MODE_PEER).
 perftest_once() {
@@ -49,12 +55,12 @@ perftest_once() {
   local -a err=()
   [[ ${3:-} == -e ]] && err=(-e)
   port=$(free_port)
-  UCX_TLS=$tls timeout 120 ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 100 -O "$window" \
-    "${err[@]}" -p "$port" >/dev/null 2>&1 &
+  UCX_TLS=$tls timeout 120 "${pin0[@]}" ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 100 \
+    -O "$window" "${err[@]}" -p "$port" >/dev/null 2>&1 &
   local server=$!
   sleep 0.3
-  UCX_TLS=$tls timeout 120 ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 100 -O "$window" \
-    "${err[@]}" -p "$port" 127.0.0.1 2>/dev/null | awk '/^Final:/ {print $7}'
+  UCX_TLS=$tls timeout 120 "${pin1[@]}" ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 100 \
+    -O "$window" "${err[@]}" -p "$port" 127.0.0.1 2>/dev/null | awk '/^Final:/ {print $7}'
   wait "$server" 2>/dev/null || true
 }
 

@@ -134,6 +134,31 @@ std::vector<IfAddr> list_interfaces() {
 
 }  // namespace
 
+namespace {
+
+bool same_ip(const SockAddr& a, const SockAddr& b) {
+  if (a.family() != b.family()) return false;
+  if (a.family() == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(a.sa())->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b.sa())->sin_addr.s_addr;
+  return memcmp(&reinterpret_cast<const sockaddr_in6*>(a.sa())->sin6_addr,
+                &reinterpret_cast<const sockaddr_in6*>(b.sa())->sin6_addr, sizeof(in6_addr)) == 0;
+}
+
+}  // namespace
+
+bool sockaddr_is_this_host(const SockAddr& addr) {
+  if (addr.family() == AF_INET &&
+      (ntohl(reinterpret_cast<const sockaddr_in*>(addr.sa())->sin_addr.s_addr) >> 24) == 127)
+    return true;
+  if (addr.family() == AF_INET6 &&
+      IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(addr.sa())->sin6_addr))
+    return true;
+  for (const IfAddr& i : list_interfaces())
+    if (same_ip(i.addr, addr)) return true;
+  return false;
+}
+
 Status socket_local_address(SockAddr* out, std::string* ifname) {
   std::string spec = params::socket_ifname.get();
   std::vector<IfAddr> all = list_interfaces();

@@ -33,6 +33,8 @@ Status sockaddr_parse(const std::string& text, SockAddr* out);
 // ZCX_SOCKET_IFNAME, else the first up non-loopback interface, else loopback. Port 0.
 // *ifname receives the interface name.
 Status socket_local_address(SockAddr* out, std::string* ifname);
+// Whether addr (port ignored) reaches this host: a loopback address or one of its own.
+bool sockaddr_is_this_host(const SockAddr& addr);
 
 // Non-blocking, close-on-exec TCP listener bound to addr (port 0 picks one); *bound gets
 // the actual address.

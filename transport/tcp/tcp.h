@@ -52,7 +52,7 @@ enum : uint32_t {
 };
 
 // tcp_config.cc
-int config_nsocks();
+int config_nsocks(bool peer_on_this_host);  // ZCX_TCP_NSOCKS, resolved
 size_t config_inline();
 size_t config_chunk();
 size_t config_sndbuf();

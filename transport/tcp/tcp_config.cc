@@ -1,9 +1,13 @@
-// ZCX_ variables of the tcp provider. Defaults come from loopback runs of
-// zcx_provider_bench (tests/transport/provider_bench.cc) on the 2-core dev VM, all taken
-// while other jobs loaded it: 4 sockets beat 2 and 1 at 64 MiB (more data in flight when a
-// process is descheduled); a 256K chunk spreads a 1 MiB message over all 4 sockets and beat
-// 512K there, with no difference at 64 MiB. The inline limit only decides which messages
-// stay on socket 0; below one chunk the layout is the same either way.
+// ZCX_ variables of the tcp provider. Defaults come from loopback runs on the 2-core dev VM.
+// Sockets: between two processes of one host, 1 socket beat 4 in 3 of 4 alternating quiet
+// runs both for zcx-perf p2p at 64 MiB (4.6 vs 4.0, 4.1 vs 3.4 GB/s) and for a 2-rank 256
+// MiB allreduce (1.89 vs 1.57 GB/s busbw): over loopback every byte is a kernel copy on the
+// two CPUs, and more sockets add work, not bandwidth. (Runs taken while other jobs loaded
+// the VM had favoured 4, which keep more data in flight when a process is descheduled.)
+// Across hosts a NIC spreads flows over its queues and cores, so remote peers get 4 — not
+// measured here (no second host). A 256K chunk spreads a 1 MiB message over all 4 sockets
+// and beat 512K, with no difference at 64 MiB. The inline limit only decides which
+// messages stay on socket 0; below one chunk the layout is the same either way.
 #include "common/config.h"
 #include "tcp/tcp.h"
 
@@ -12,8 +16,9 @@
 namespace zcx::tcp {
 namespace {
 
-const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 4,
-    "Data sockets per tcp connection; large messages are striped over them.", 1, kMaxSocks};
+const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 0,
+    "Data sockets per tcp connection; large messages are striped over them. 0: 1 to a peer "
+    "on this host (loopback copies gain nothing from more), 4 to a remote one.", 0, kMaxSocks};
 const config::SizeParam inline_bytes{"ZCX_TCP_INLINE", 64 * 1024,
     "Messages up to this size travel whole on the first socket, right behind their header; "
     "larger ones are striped over all sockets (max 1M)."};
@@ -26,7 +31,11 @@ const config::SizeParam rcvbuf{"ZCX_TCP_RCVBUF", 0,
 
 }  // namespace
 
-int config_nsocks() { return static_cast<int>(nsocks.get()); }
+int config_nsocks(bool peer_on_this_host) {
+  const int n = static_cast<int>(nsocks.get());
+  if (n > 0) return n;
+  return peer_on_this_host ? 1 : 4;
+}
 size_t config_inline() { return std::min(inline_bytes.get(), kMaxInline); }
 size_t config_chunk() { return std::clamp<size_t>(chunk.get(), 4096, size_t{1} << 30); }
 size_t config_sndbuf() { return std::min<size_t>(sndbuf.get(), size_t{1} << 30); }

@@ -87,5 +87,21 @@ TEST(Socket, ConnectRefusedIsReported) {
   EXPECT_EQ(s, Status::kRemote);
 }
 
+// The tcp provider opens one socket per connection to a peer on this host, more to others.
+TEST(Socket, ThisHostIsLoopbackOrAnOwnAddress) {
+  SockAddr a;
+  ASSERT_EQ(sockaddr_parse("127.0.0.1:9", &a), Status::kSuccess);
+  EXPECT_TRUE(sockaddr_is_this_host(a));
+  ASSERT_EQ(sockaddr_parse("127.5.6.7", &a), Status::kSuccess);
+  EXPECT_TRUE(sockaddr_is_this_host(a));
+  ASSERT_EQ(sockaddr_parse("[::1]:9", &a), Status::kSuccess);
+  EXPECT_TRUE(sockaddr_is_this_host(a));
+  std::string ifname;
+  ASSERT_EQ(socket_local_address(&a, &ifname), Status::kSuccess);
+  EXPECT_TRUE(sockaddr_is_this_host(a)) << a.to_string() << " on " << ifname;
+  ASSERT_EQ(sockaddr_parse("192.0.2.1:9", &a), Status::kSuccess);  // TEST-NET-1 (RFC 5737)
+  EXPECT_FALSE(sockaddr_is_this_host(a));
+}
+
 }  // namespace
 }  // namespace zcx
