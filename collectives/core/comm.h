@@ -8,14 +8,13 @@
 
 #include "algorithms/algorithms.h"
 #include "base/context.h"
+#include "common/clock.h"
 #include "common/proc_watch.h"
 #include "core/desc.h"
 #include "core/shared_lane.h"
 #include "schedule/executor.h"
 #include "schedule/schedule.h"
 #include "select/select.h"
-
-#include "common/clock.h"
 
 #include <chrono>
 #include <deque>

@@ -132,10 +132,6 @@ std::vector<IfAddr> list_interfaces() {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 bool same_ip(const SockAddr& a, const SockAddr& b) {
   if (a.family() != b.family()) return false;
   if (a.family() == AF_INET)
