@@ -8,12 +8,30 @@
 #include "common/log.h"
 #include "reduce/reduce.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 
 namespace zcx::coll {
 namespace {
+
+const config::StringParam kYieldParam(
+    "ZCX_COLL_YIELD", "auto",
+    "how a blocking collective waits: auto (yield the CPU at once when this host runs more "
+    "members of the communicator than the process may use CPUs, else spin a while first), "
+    "on (always yield at once), off (always spin first)");
+
+// Whether waits yield at once, from ZCX_COLL_YIELD and the oversubscription found at create.
+bool yield_at_once(bool oversubscribed) {
+  const std::string v = kYieldParam.get();
+  if (v == "on") return true;
+  if (v == "off") return false;
+  if (v != "auto")
+    ZCX_WARN(kLogColl, "ZCX_COLL_YIELD=%s is not auto, on or off: using auto", v.c_str());
+  return oversubscribed;
+}
 
 uint64_t mix(uint64_t a, uint64_t b) {
   uint64_t h = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
@@ -96,6 +114,15 @@ void Comm::index_hosts() {
     ppn_ = std::max(ppn_, ++per_host[i]);
   }
   nnodes_ = static_cast<int>(hosts.size());
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
+    oversubscribed_ = per_host[host_of_[rank_]] > CPU_COUNT(&cpus);
+}
+
+uint32_t Comm::spin_rounds(bool lane) const {
+  if (yield_at_once_) return WaitPacer::kOversubscribedSpinRounds;
+  return lane ? WaitPacer::kLaneSpinRounds : WaitPacer::kSpinRounds;
 }
 
 std::string Comm::peer_name(int peer) const {
@@ -206,6 +233,7 @@ void Comm::refresh_tuning() {
   if (gen == tuning_gen_) return;
   tuning_gen_ = gen;
   timeout_ms_ = params::timeout_ms();
+  yield_at_once_ = yield_at_once(oversubscribed_);
   forget_choices();
 }
 
@@ -326,7 +354,7 @@ Status Comm::test(Op& op, bool* done) {
 
 // Busy-polls, paced by WaitPacer (comm.h).
 Status Comm::wait(Op& op) {
-  WaitPacer pacer;
+  WaitPacer pacer(spin_rounds(false));
   for (;;) {
     bool done = false;
     ZCX_TRY(test(op, &done));

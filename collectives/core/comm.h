@@ -65,9 +65,13 @@ bool avg_target(const OpArgs& a, int rank, void** buf, size_t* count);
 class WaitPacer {
  public:
   // A queued operation's poll drives the transport (about 0.1-1 us): 64 rounds. A shared-lane
-  // poll reads one cached line (a few ns): kLaneSpinRounds cover a few microseconds.
+  // poll reads one cached line (a few ns): kLaneSpinRounds cover a few microseconds. When
+  // this host runs more members than the process may use CPUs, the peer being waited for
+  // is likely descheduled behind us: kOversubscribedSpinRounds yields almost at once (as
+  // Open MPI's yield_when_idle does when it detects oversubscription).
   static constexpr uint32_t kSpinRounds = 64;
   static constexpr uint32_t kLaneSpinRounds = 1024;
+  static constexpr uint32_t kOversubscribedSpinRounds = 2;
   explicit WaitPacer(uint32_t spin_rounds = kSpinRounds) : spin_rounds_(spin_rounds) {}
   // After each poll that did not finish; `last_moved()` says when the operation last moved.
   template <class F>
@@ -133,6 +137,7 @@ class Comm final : public PeerLinks {
   void index_hosts();
   Status check_usable();
   int64_t last_activity_ns() const;  // when the running operation last moved
+  uint32_t spin_rounds(bool lane) const;
   // The shared lane (comm_lane.cc).
   bool lane_possible() const;
   Status lane_setup();
@@ -147,6 +152,8 @@ class Comm final : public PeerLinks {
   std::vector<int> world_;
   std::vector<int> host_of_;  // host index of every communicator rank
   int nnodes_ = 1, ppn_ = 1;
+  bool oversubscribed_ = false;  // more members on this host than CPUs we may run on
+  bool yield_at_once_ = false;   // ZCX_COLL_YIELD resolved (refresh_tuning)
   int rank_ = 0;
   uint64_t id_ = 0;
   std::string name_;

@@ -104,7 +104,7 @@ Status Comm::run(const OpArgs& args) {
 Status Comm::run_lane(const OpArgs& a) {
   LaneOp lo;
   lane_start(a, &lo);
-  WaitPacer pacer(WaitPacer::kLaneSpinRounds);
+  WaitPacer pacer(spin_rounds(true));
   for (;;) {
     bool done = false;
     Status st = lane_progress(lo, &done);
