@@ -9,6 +9,7 @@
 #include "reduce/reduce.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,7 +21,7 @@ namespace {
 const config::StringParam kYieldParam(
     "ZCX_COLL_YIELD", "auto",
     "how a blocking collective waits: auto (yield the CPU at once when this host runs more "
-    "members of the communicator than the process may use CPUs, else spin a while first), "
+    "members of the communicator than CPUs among them, else spin a while first), "
     "on (always yield at once), off (always spin first)");
 
 // Whether waits yield at once, from ZCX_COLL_YIELD and the oversubscription found at create.
@@ -114,10 +115,32 @@ void Comm::index_hosts() {
     ppn_ = std::max(ppn_, ++per_host[i]);
   }
   nnodes_ = static_cast<int>(hosts.size());
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
-    oversubscribed_ = per_host[host_of_[rank_]] > CPU_COUNT(&cpus);
+  oversubscribed_ = host_oversubscribed();
+}
+
+// More members on this host than CPUs they may run on together: the union of their CPU
+// affinities (bootstrap pids; a launcher such as zcx-run or mpirun binds each rank to one
+// CPU, so our own mask alone says nothing). A member whose mask cannot be read (another pid
+// namespace) makes it count the host's online CPUs instead.
+bool Comm::host_oversubscribed() const {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  int members = 0;
+  bool unknown = false;
+  for (int r = 0; r < nranks(); ++r) {
+    if (host_of_[r] != host_of_[rank_]) continue;
+    ++members;
+    const int pid = r == rank_ ? 0 : ctx_->bootstrap().pid(world_[r]);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    if (pid < 0 || sched_getaffinity(pid, sizeof one, &one) != 0) unknown = true;
+    else CPU_OR(&all, &all, &one);
+  }
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int cpus = unknown ? static_cast<int>(online > 0 ? online : 1) : CPU_COUNT(&all);
+  ZCX_INFO(kLogTuning, "comm '%s': %d members on this host, %d CPUs among them%s", name_.c_str(),
+           members, cpus, members > cpus ? ": oversubscribed, waits yield at once" : "");
+  return members > cpus;
 }
 
 uint32_t Comm::spin_rounds(bool lane) const {

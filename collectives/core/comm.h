@@ -66,9 +66,9 @@ class WaitPacer {
  public:
   // A queued operation's poll drives the transport (about 0.1-1 us): 64 rounds. A shared-lane
   // poll reads one cached line (a few ns): kLaneSpinRounds cover a few microseconds. When
-  // this host runs more members than the process may use CPUs, the peer being waited for
-  // is likely descheduled behind us: kOversubscribedSpinRounds yields almost at once (as
-  // Open MPI's yield_when_idle does when it detects oversubscription).
+  // this host runs more members than CPUs among them, the peer being waited for is likely
+  // descheduled behind us: kOversubscribedSpinRounds yields almost at once (as Open MPI's
+  // yield_when_idle does when it detects oversubscription).
   static constexpr uint32_t kSpinRounds = 64;
   static constexpr uint32_t kLaneSpinRounds = 1024;
   static constexpr uint32_t kOversubscribedSpinRounds = 2;
@@ -135,6 +135,7 @@ class Comm final : public PeerLinks {
   Status progress();
   void fail_queue(Status st);
   void index_hosts();
+  bool host_oversubscribed() const;
   Status check_usable();
   int64_t last_activity_ns() const;  // when the running operation last moved
   uint32_t spin_rounds(bool lane) const;
@@ -152,7 +153,7 @@ class Comm final : public PeerLinks {
   std::vector<int> world_;
   std::vector<int> host_of_;  // host index of every communicator rank
   int nnodes_ = 1, ppn_ = 1;
-  bool oversubscribed_ = false;  // more members on this host than CPUs we may run on
+  bool oversubscribed_ = false;  // more members on this host than CPUs among them
   bool yield_at_once_ = false;   // ZCX_COLL_YIELD resolved (refresh_tuning)
   int rank_ = 0;
   uint64_t id_ = 0;

@@ -75,6 +75,26 @@ TEST(ZcxPerfColl, AllreduceTwoAndThreeRanks) {
   run_case({3, "allreduce", "", "float", "sum", -1});
 }
 
+// Waits yield at once only when a host runs more members than CPUs among them (the union of
+// the members' affinities: zcx-run binds each rank to one CPU, so a rank's own mask is not
+// the answer). ZCX_DEBUG_SUBSYS=TUNING says what each communicator found.
+TEST(ZcxPerfColl, OversubscriptionComesFromTheMembersCpus) {
+  const std::string log = "ZCX_DEBUG=INFO ZCX_DEBUG_SUBSYS=TUNING ";
+  const std::string job = " --timeout 60 -- " + kPerf + " coll allreduce -b 8 -e 8 -n 2 -w 1 --reps 1";
+  ToolResult bound = run_tool(log + kRun + " -np 2 --bind-to core" + job);
+  ASSERT_EQ(bound.exit_code, 0) << bound.out << bound.err;
+  const std::string all = bound.out + bound.err;
+  if (all.find("2 members on this host, 1 CPUs") != std::string::npos)
+    GTEST_SKIP() << "this machine lets zcx-run use one CPU only";
+  EXPECT_NE(all.find("2 members on this host, 2 CPUs among them\n"), std::string::npos) << all;
+  EXPECT_EQ(all.find("oversubscribed"), std::string::npos) << all;
+  ToolResult one_cpu = run_tool(log + "taskset -c 0 " + kRun + " -np 2" + job);
+  ASSERT_EQ(one_cpu.exit_code, 0) << one_cpu.out << one_cpu.err;
+  EXPECT_NE((one_cpu.out + one_cpu.err).find("2 members on this host, 1 CPUs among them: "
+                                             "oversubscribed"), std::string::npos)
+      << one_cpu.out << one_cpu.err;
+}
+
 TEST(ZcxPerfColl, AllgatherAndBroadcastFromRankOne) {
   run_case({3, "allgather", "", "float", "none", -1});
   run_case({2, "broadcast", "-r 1", "float", "none", 1});
