@@ -130,16 +130,17 @@ bool Comm::host_oversubscribed() const {
   for (int r = 0; r < nranks(); ++r) {
     if (host_of_[r] != host_of_[rank_]) continue;
     ++members;
-    const int pid = r == rank_ ? 0 : ctx_->bootstrap().pid(world_[r]);
+    const int pid = r == rank_ ? 0 : ctx_->bootstrap().pid(world_[r]);  // 0: ourselves
     cpu_set_t one;
     CPU_ZERO(&one);
-    if (pid < 0 || sched_getaffinity(pid, sizeof one, &one) != 0) unknown = true;
+    if ((r != rank_ && pid <= 0) || sched_getaffinity(pid, sizeof one, &one) != 0) unknown = true;
     else CPU_OR(&all, &all, &one);
   }
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   const int cpus = unknown ? static_cast<int>(online > 0 ? online : 1) : CPU_COUNT(&all);
   ZCX_INFO(kLogTuning, "comm '%s': %d members on this host, %d CPUs among them%s", name_.c_str(),
-           members, cpus, members > cpus ? ": oversubscribed, waits yield at once" : "");
+           members, cpus,
+           members > cpus ? ": oversubscribed (ZCX_COLL_YIELD=auto yields at once)" : "");
   return members > cpus;
 }
 
