@@ -339,10 +339,9 @@ void Comm::fail_queue(Status st) {
 
 Status Comm::progress() {
   if (err_.has()) return err_.status();
-  // A shared-lane operation needs no transport; the context is still driven now and then
-  // (listeners, other communicators' transfers) without taxing each poll of the lane.
+  // A shared-lane operation needs no transport: the context only gets its turns.
   const bool lane_head = !queue_.empty() && queue_.front()->lane;
-  Status cst = !lane_head || ++lane_polls_ % 64 == 0 ? ctx_->progress() : Status::kSuccess;
+  Status cst = !lane_head || lane_context_turn() ? ctx_->progress() : Status::kSuccess;
   if (cst != Status::kSuccess) {
     err_.record(cst, last_error());
     fail_queue(cst);
@@ -390,7 +389,7 @@ Status Comm::wait(Op& op) {
 int64_t Comm::last_activity_ns() const {
   if (queue_.empty()) return now_ns();
   const Op& head = *queue_.front();
-  if (head.lane) return head.lane_op.moved_ns ? head.lane_op.moved_ns : now_ns();
+  if (head.lane) return head.lane_op.last_moved_ns();
   return head.exec ? head.exec->last_progress_ns() : now_ns();
 }
 

@@ -37,6 +37,8 @@ struct LaneOp {
   uint32_t idle = 0;
   int64_t moved_ns = 0;  // 0 until the first stall
   int64_t member_check_ns = 0;
+  // When it last moved: the first stall's time, or now while it has not stalled.
+  int64_t last_moved_ns() const { return moved_ns ? moved_ns : now_ns(); }
 };
 
 struct Op {
@@ -145,6 +147,7 @@ class Comm final : public PeerLinks {
   void lane_start(const OpArgs& a, LaneOp* lo);
   Status run_lane(const OpArgs& a);
   Status lane_progress(LaneOp& lo, bool* done);
+  bool lane_context_turn();
   Status lane_stalled(LaneOp& lo, int peer);
   Status lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs);
 
@@ -175,7 +178,7 @@ class Comm final : public PeerLinks {
   LaneState lane_state_ = LaneState::kUntried;
   std::unique_ptr<SharedLane> lane_;
   uint64_t lane_seq_ = 0;
-  uint32_t lane_polls_ = 0;
+  uint32_t lane_polls_ = 0;  // lane_context_turn's counter
   // Process watches of the members on this host (opened on the first stall).
   std::vector<std::unique_ptr<ProcessWatch>> watches_;
 };

@@ -108,13 +108,13 @@ Status Comm::run_lane(const OpArgs& a) {
   for (;;) {
     bool done = false;
     Status st = lane_progress(lo, &done);
-    if (st == Status::kSuccess && !done && ++lane_polls_ % 64 == 0) st = ctx_->progress();
+    if (st == Status::kSuccess && !done && lane_context_turn()) st = ctx_->progress();
     if (st != Status::kSuccess) {
       err_.record(st, last_error());
       return st;
     }
     if (done) break;
-    pacer.pause([&lo] { return lo.moved_ns ? lo.moved_ns : now_ns(); });
+    pacer.pause([&lo] { return lo.last_moved_ns(); });
   }
   void* avg_buf = nullptr;
   size_t avg_count = 0;
@@ -122,6 +122,10 @@ Status Comm::run_lane(const OpArgs& a) {
     finalize_avg(a.dtype, avg_buf, avg_count, nranks());
   return Status::kSuccess;
 }
+
+// While a lane operation waits, the context (listeners, other communicators' transfers) is
+// driven only every 64th poll: a lane poll reads one line, a context pass costs far more.
+bool Comm::lane_context_turn() { return ++lane_polls_ % 64 == 0; }
 
 Status Comm::lane_progress(LaneOp& lo, bool* done) {
   *done = false;
