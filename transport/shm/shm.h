@@ -211,8 +211,6 @@ Status test(Request* r, int* done, size_t* sizes);
 Status progress(Comm* c);
 Status check_peer(Comm* c, int64_t now);
 Status check_ack(Comm* c);
-// Chunk copy-out; `stream` uses non-temporal stores (messages larger than the caches).
-void copy_out(void* dst, const void* src, size_t n, bool stream);
 Status cma_read(Comm* c, void* dst, uint64_t src, size_t n);
 Status cma_write(Comm* c, uint64_t dst, const void* src, size_t n);
 std::string peer_name(const Comm* c);

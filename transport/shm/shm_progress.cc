@@ -4,6 +4,7 @@
 // to one cache-line transfer).
 #include "common/clock.h"
 #include "common/config_vars.h"
+#include "common/stream_copy.h"
 #include "shm/shm.h"
 
 #include <sched.h>
@@ -190,7 +191,7 @@ Status recv_drain(Comm* c, Request* r) {
       if (c->chunk_tail == c->chunk_head) return Status::kInProgress;
     }
     size_t n = std::min(chunk, r->cur_size - r->off);
-    copy_out(dst + r->off, chunk_at(c, c->chunk_tail), n, r->cur_size >= c->stream_min);
+    copy_maybe_streaming(dst + r->off, chunk_at(c, c->chunk_tail), n, r->cur_size >= c->stream_min);
     r->off += n;
     c->rline->chunk_tail.store(++c->chunk_tail, std::memory_order_release);
     c->progressed = true;
