@@ -188,6 +188,7 @@ SelectInput Comm::select_input(const OpArgs& a) const {
   si.nnodes = nnodes_;
   si.ppn = ppn_;
   si.shared_lane = lane_possible();
+  si.shared_bulk_piece = si.shared_lane ? lane_bulk_piece() : 0;
   return si;
 }
 

@@ -37,6 +37,12 @@ struct LaneOp {
   uint32_t idle = 0;
   int64_t moved_ns = 0;  // 0 until the first stall
   int64_t member_check_ns = 0;
+  // The bulk lane (core/lane_bulk.cc): an allreduce larger than a slot, round by round.
+  bool bulk = false;
+  bool joined = false;    // every member has published this operation (descriptors agree)
+  int phase = 0;          // within the round: BulkPhase
+  size_t round = 0, rounds = 0;
+  uint64_t step0 = 0;     // bulk steps before this operation (round k: step0 + 2k + 1, + 2)
   // When it last moved: the first stall's time, or now while it has not stalled.
   int64_t last_moved_ns() const { return moved_ns ? moved_ns : now_ns(); }
 };
@@ -147,6 +153,12 @@ class Comm final : public PeerLinks {
   void lane_start(const OpArgs& a, LaneOp* lo);
   Status run_lane(const OpArgs& a);
   Status lane_progress(LaneOp& lo, bool* done);
+  size_t lane_bulk_piece() const;
+  Status bulk_progress(LaneOp& lo, bool* done);
+  Status bulk_await(LaneOp& lo, uint64_t step, bool* all);
+  void bulk_copy_in(const LaneOp& lo);
+  void bulk_reduce(const LaneOp& lo);
+  void bulk_copy_out(const LaneOp& lo);
   bool lane_context_turn();
   Status lane_stalled(LaneOp& lo, int peer);
   Status lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs);
@@ -178,6 +190,7 @@ class Comm final : public PeerLinks {
   LaneState lane_state_ = LaneState::kUntried;
   std::unique_ptr<SharedLane> lane_;
   uint64_t lane_seq_ = 0;
+  uint64_t bulk_step_ = 0;  // bulk steps taken by this communicator's lane operations
   uint32_t lane_polls_ = 0;  // lane_context_turn's counter
   // Process watches of the members on this host (opened on the first stall).
   std::vector<std::unique_ptr<ProcessWatch>> watches_;

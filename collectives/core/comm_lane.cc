@@ -23,6 +23,11 @@ const config::BoolParam kLaneParam(
     "small collectives of a communicator on one host go through one shared segment (set-up "
     "agrees across members; 0 on any member turns it off for all)");
 
+const config::SizeParam kBulkParam(
+    "ZCX_COLL_SHARED_BULK", 8u << 20,
+    "bytes of shared segment per communicator for the bulk lane, which carries allreduces "
+    "larger than 4 KiB among ranks of one host (0 = none; must be the same on every rank)");
+
 // What rank 0 broadcasts: where its segment is (ok = 0: it has none).
 struct LaneOffer {
   uint64_t token = 0;
@@ -39,12 +44,19 @@ bool Comm::lane_possible() const {
          nnodes_ == 1 && nranks() >= 2 && nranks() <= kSharedMaxRanks;
 }
 
+// The bulk lane's piece: the segment's once set up, else what the configuration asks for.
+size_t Comm::lane_bulk_piece() const {
+  if (lane_) return lane_->bulk_piece();
+  return lane_state_ == LaneState::kUntried ? shared_bulk_piece(nranks(), kBulkParam.get()) : 0;
+}
+
 Status Comm::lane_setup() {
+  const size_t bulk_piece = lane_bulk_piece();  // while untried: from the configuration
   lane_state_ = LaneState::kSettingUp;
   forget_choices();  // choices made from here on must not count on the lane
   LaneOffer offer;
   std::unique_ptr<SharedLane> lane;
-  if (rank_ == 0 && ok(SharedLane::create(nranks(), &lane)))
+  if (rank_ == 0 && ok(SharedLane::create(nranks(), bulk_piece, &lane)))
     offer = {lane->token(), static_cast<int32_t>(getpid()), lane->fd(), 1, 0};
   else if (rank_ == 0)
     ZCX_INFO(kLogColl, "comm '%s': no shared lane: %s", name_.c_str(), last_error());
@@ -57,7 +69,7 @@ Status Comm::lane_setup() {
   ZCX_TRY(run(a));  // queued: the lane is being set up
   int32_t mapped = offer.ok;
   if (rank_ != 0 && offer.ok) {
-    mapped = ok(SharedLane::attach(offer.pid, offer.fd, offer.token, nranks(), &lane));
+    mapped = ok(SharedLane::attach(offer.pid, offer.fd, offer.token, nranks(), bulk_piece, &lane));
     if (!mapped) ZCX_INFO(kLogColl, "comm '%s': no shared lane: %s", name_.c_str(), last_error());
   }
   if (!kLaneParam.get()) mapped = 0;
@@ -73,8 +85,9 @@ Status Comm::lane_setup() {
   lane_state_ = all ? LaneState::kReady : LaneState::kUnavailable;
   if (all) lane_ = std::move(lane);
   forget_choices();
-  ZCX_INFO(kLogTuning, "comm '%s': shared lane %s for %d ranks", name_.c_str(),
-           all ? "ready" : "unavailable (see above, or ZCX_COLL_SHARED_LANE=0)", nranks());
+  ZCX_INFO(kLogTuning, "comm '%s': shared lane %s for %d ranks, bulk piece %zu bytes",
+           name_.c_str(), all ? "ready" : "unavailable (see above, or ZCX_COLL_SHARED_LANE=0)",
+           nranks(), all ? lane_->bulk_piece() : size_t{0});
   return Status::kSuccess;
 }
 
@@ -83,6 +96,15 @@ void Comm::lane_start(const OpArgs& a, LaneOp* lo) {
   lo->seq = ++lane_seq_;  // from 1: a zeroed slot holds no contribution
   fill_desc(a, Algo::kShared, &lo->desc);
   lo->desc_hash = desc_hash(lo->desc);
+  const size_t bytes = a.count * a.esize();
+  lo->bulk = a.kind == CollKind::kAllreduce && bytes > kSharedMaxBytes;
+  // The planner sends an allreduce this large here only when the lane has a bulk piece
+  // (lane_progress refuses a bulk operation without rounds).
+  if (!lo->bulk || !lane_ || lane_->bulk_piece() == 0) return;
+  const size_t per_round = lane_->bulk_piece() / a.esize() * static_cast<size_t>(nranks());
+  lo->rounds = (a.count + per_round - 1) / per_round;
+  lo->step0 = bulk_step_;
+  bulk_step_ += 2 * lo->rounds;
 }
 
 // A blocking shared-lane call on an idle communicator: the same steps as a queued lane
@@ -129,9 +151,13 @@ bool Comm::lane_context_turn() { return ++lane_polls_ % 64 == 0; }
 
 Status Comm::lane_progress(LaneOp& lo, bool* done) {
   *done = false;
+  if (lo.joined) return bulk_progress(lo, done);
+  if (lo.bulk && lo.rounds == 0)
+    return set_error(Status::kInternal, kLogColl, "%s: sent to the shared lane, which has no "
+                     "bulk lane", desc_describe(lo.desc).c_str());
   if (!lo.published) {
     const void* data = nullptr;
-    size_t bytes = shared_contribution(lo.args, &data);
+    size_t bytes = lo.bulk ? 0 : shared_contribution(lo.args, &data);
     lane_->announce(rank_, lo.desc);
     lane_->publish(rank_, lo.seq, lo.desc, lo.desc_hash, data, bytes);
     lo.published = true;  // the clock is read only if a peer keeps us waiting
@@ -143,6 +169,11 @@ Status Comm::lane_progress(LaneOp& lo, bool* done) {
     if (theirs != lo.desc_hash) ZCX_TRY(lane_mismatch(lo, lo.next, lane_->desc(lo.next, lo.seq)));
     lo.idle = 0;
     lo.moved_ns = 0;  // stamped at the next stall
+  }
+  if (lo.bulk) {
+    lo.joined = true;
+    lo.next = 0;
+    return bulk_progress(lo, done);
   }
   shared_finish(lo.args, *lane_, lo.seq);
   *done = true;

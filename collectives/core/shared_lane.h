@@ -16,8 +16,17 @@
 //   Slot[nranks][2]             one line: sequence, descriptor hash, up to kLaneInlineBytes
 //                               of data; then the full descriptor (read only on a hash
 //                               difference, for the message) and kSharedMaxBytes of data
+//   BulkFlag[nranks]            one line per rank: the last bulk step it finished
+//   stage[nranks][nranks*piece] the bulk lane: rank r's copy of the pieces its peers reduce
+//   result[nranks][piece]       the bulk lane: the piece rank r reduced, for its peers
 // A contribution of up to kLaneInlineBytes (an 8-byte allreduce) travels with its sequence
 // number and descriptor hash in one cache line: one line moves per peer per collective.
+//
+// The bulk lane carries allreduces larger than a slot (core/lane_bulk.cc), round by round:
+// every rank copies the pieces its peers own into its stage (step 2k+1), reduces its own
+// piece straight out of the peers' stages into its output and its result area (step 2k+2),
+// then copies the peers' results out. A byte is copied in once and out once, and reduced
+// from where it lies: no copy into a receive buffer, no message, no scratch.
 #pragma once
 
 #include "common/fd.h"
@@ -36,11 +45,13 @@ inline constexpr size_t kLaneInlineBytes = 48;
 class SharedLane {
  public:
   // Rank 0: creates and maps the segment; fd() stays open until every member has mapped it.
-  static Status create(int nranks, std::unique_ptr<SharedLane>* out);
+  // bulk_piece: bytes of a bulk-lane piece (0: no bulk lane; a multiple of 64).
+  static Status create(int nranks, size_t bulk_piece, std::unique_ptr<SharedLane>* out);
   // Other members: map rank 0's segment through /proc/<pid>/fd/<fd> (same user only) and
-  // check that it carries `token` — a same-named host that is another machine fails here.
+  // check that it carries `token` — a same-named host that is another machine fails here —
+  // and was made with the same bulk_piece.
   static Status attach(int owner_pid, int owner_fd, uint64_t token, int nranks,
-                       std::unique_ptr<SharedLane>* out);
+                       size_t bulk_piece, std::unique_ptr<SharedLane>* out);
   int fd() const { return fd_.get(); }
   uint64_t token() const { return token_; }
   void close_fd() { fd_.reset(); }
@@ -59,15 +70,23 @@ class SharedLane {
   const OpDesc& desc(int rank, uint64_t seq) const;
   const uint8_t* data(int rank, uint64_t seq, size_t bytes) const;
 
+  // The bulk lane (0 bytes: none).
+  size_t bulk_piece() const { return bulk_piece_; }
+  uint8_t* bulk_stage(int rank) const;   // nranks pieces; piece j is what rank j reduces
+  uint8_t* bulk_result(int rank) const;  // one piece
+  void bulk_signal(int rank, uint64_t step);  // publishes (release) that rank finished `step`
+  bool bulk_reached(int rank, uint64_t step) const;
+
  private:
   SharedLane() = default;
-  Status map_and_locate(int fd, int nranks);
+  Status map_and_locate(int fd, int nranks, size_t bulk_piece);
   uint8_t* slot(int rank, uint64_t seq) const;
 
   UniqueFd fd_;
   Mapping map_;
   uint64_t token_ = 0;
   int nranks_ = 0;
+  size_t bulk_piece_ = 0;
 };
 
 }  // namespace zcx::coll

@@ -176,8 +176,15 @@ double estimate_us(Algo algo, const SelectInput& in, const ModelParams& m, size_
     case Algo::kPairwise: return (p - 1) * (a + n / p * b);
     case Algo::kDirect:  // one step; each further message costs half a step to post and drain
       return a + (p - 2) * a / 2 + (p - 1) * n * (b + gr);
-    case Algo::kShared:
-      return kSharedAlphaUs * p + (p - 1) * n * (b + gr);
+    case Algo::kShared: {
+      if (!shared_lane_bulk(in)) return kSharedAlphaUs * p + (p - 1) * n * (b + gr);
+      // Bulk: two hand-offs per round. A rank copies (p-1)/p of the vector in and all of it
+      // out, where a transfer through a transport costs two copies (b) per byte sent; the
+      // ranks reduce their pieces at once, from the caches (overlapped, as a chunked ring's).
+      const double rounds = std::ceil(n / (p * static_cast<double>(in.shared_bulk_piece)));
+      return kSharedAlphaUs * p * (1 + 2 * rounds) + (2 * p - 1) / p * n * b / 2 +
+             (p - 1) / p * n * gr / 2;
+    }
     case Algo::kHier: {  // binomial reduce + bcast inside a host, ring across hosts
       const double as = m.alpha_us[0], bs = 1.0 / (m.bw_gbs[0] * 1e3);
       double local = lg(in.ppn);
@@ -208,10 +215,21 @@ size_t model_chunk(Algo algo, const SelectInput& in, const ModelParams& m) {
   }
 }
 
+size_t shared_bulk_piece(int nranks, size_t budget) {
+  if (nranks < 2) return 0;
+  const size_t n = static_cast<size_t>(nranks);
+  size_t piece = std::min(kSharedBulkMaxPiece, budget / (n * (n + 1))) / 4096 * 4096;
+  return piece >= kSharedBulkMinPiece ? piece : 0;
+}
+
+bool shared_lane_bulk(const SelectInput& in) {
+  return in.kind == CollKind::kAllreduce && in.bytes > kSharedMaxBytes && in.shared_bulk_piece > 0;
+}
+
 bool shared_lane_fits(const SelectInput& in) {
   if (!in.shared_lane || in.nranks < 2 || in.nranks > kSharedMaxRanks) return false;
   const size_t per_rank = in.kind == CollKind::kAllgather ? in.bytes / in.nranks : in.bytes;
-  return per_rank <= kSharedMaxBytes;
+  return per_rank <= kSharedMaxBytes || shared_lane_bulk(in);
 }
 
 namespace {

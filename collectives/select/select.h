@@ -29,6 +29,12 @@ bool algo_from_name(const std::string& name, Algo* out);
 // contributions of up to kSharedMaxBytes per rank through one shared segment.
 inline constexpr size_t kSharedMaxBytes = 4096;
 inline constexpr int kSharedMaxRanks = 64;
+// The bulk lane (core/shared_lane.h) carries larger allreduces in pieces of up to
+// kSharedBulkMaxPiece bytes per rank and round; n ranks share n*(n+1) pieces.
+inline constexpr size_t kSharedBulkMaxPiece = size_t{1} << 20;
+inline constexpr size_t kSharedBulkMinPiece = 4096;
+// The piece size for `nranks` within `budget` bytes of segment (0: too small for a bulk lane).
+size_t shared_bulk_piece(int nranks, size_t budget);
 
 enum class LinkClass : int { kShm = 0, kNet = 1, kCount };
 
@@ -48,10 +54,14 @@ struct SelectInput {
   int nnodes = 1;          // hosts the communicator spans
   int ppn = 1;             // most ranks on one host
   bool shared_lane = false;  // the communicator can use the shared lane (one host, 2..64 ranks)
+  size_t shared_bulk_piece = 0;  // its bulk lane's piece in bytes (0: none)
 };
 
-// Whether the shared lane can carry this operation (per-rank contribution small enough).
+// Whether the shared lane can carry this operation: a per-rank contribution that fits a
+// slot, or an allreduce of any size where the communicator has a bulk lane.
 bool shared_lane_fits(const SelectInput& in);
+// Whether it goes through the bulk lane (an allreduce larger than a slot).
+bool shared_lane_bulk(const SelectInput& in);
 
 struct Choice {
   Algo algo = Algo::kDirect;

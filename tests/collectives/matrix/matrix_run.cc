@@ -38,12 +38,20 @@ int most_ranks_on_a_host(int n) {
   return *std::max_element(per.begin(), per.end());
 }
 
+// The bulk lane's segment budget in force (ZCX_COLL_SHARED_BULK).
+size_t bulk_budget() {
+  const auto* p = static_cast<const config::SizeParam*>(config::find("ZCX_COLL_SHARED_BULK"));
+  return p ? p->get() : 0;
+}
+
 // What the planner must choose: the forced algorithm, except hier where it declines (all
 // ranks on one host, or one rank per host), which falls back to the ring.
 Algo expected_algo(const Case& c, int n) {
-  if (c.algo == Algo::kShared) {  // one host always; per-rank contributions up to 4 KiB
+  if (c.algo == Algo::kShared) {  // one host always; per-rank contributions up to 4 KiB,
+                                  // allreduces of any size through the bulk lane
     const size_t per_rank = c.count * zcx_dtype_size(static_cast<zcx_dtype_t>(c.dtype));
-    if (n >= 2 && n <= kSharedMaxRanks && per_rank <= kSharedMaxBytes) return Algo::kShared;
+    const bool bulk = c.kind == CollKind::kAllreduce && shared_bulk_piece(n, bulk_budget()) > 0;
+    if (n >= 2 && n <= kSharedMaxRanks && (per_rank <= kSharedMaxBytes || bulk)) return Algo::kShared;
     Algo first;
     candidates(c.kind, &first, 1);
     return first;

@@ -38,6 +38,42 @@ TEST(CostModel, FormulasAtKnownPoints) {
             estimate_us(Algo::kRhd, input(CollKind::kAllreduce, 8000, 4), m, 0) + 2 * 10.0);
 }
 
+// The bulk lane's pieces: at most 1 MiB, a multiple of 4 KiB, n(n+1) of them within the
+// budget; none when fewer than 4 KiB each would fit.
+TEST(SharedLane, BulkPieceFitsTheBudget) {
+  EXPECT_EQ(shared_bulk_piece(2, 8u << 20), size_t{1} << 20);
+  EXPECT_EQ(shared_bulk_piece(4, 8u << 20), (size_t{8} << 20) / 20 / 4096 * 4096);
+  EXPECT_EQ(shared_bulk_piece(64, 8u << 20), 0u);  // 4160 pieces of 2016 bytes: too small
+  EXPECT_EQ(shared_bulk_piece(2, 0), 0u);
+  EXPECT_EQ(shared_bulk_piece(1, 8u << 20), 0u);
+  for (int n = 2; n <= kSharedMaxRanks; ++n) {
+    const size_t piece = shared_bulk_piece(n, 8u << 20);
+    EXPECT_EQ(piece % 4096, 0u) << n;
+    EXPECT_LE(piece * n * (n + 1), size_t{8} << 20) << n;
+  }
+}
+
+// Only an allreduce larger than a slot goes through the bulk lane, and only where the
+// communicator has one; the model then prefers it to the ring among the ranks of a host.
+TEST(SharedLane, BulkLaneCarriesLargeAllreducesOnly) {
+  SelectInput in = input(CollKind::kAllreduce, 64u << 20, 2, LinkClass::kShm);
+  in.shared_lane = true;
+  EXPECT_FALSE(shared_lane_fits(in));  // no bulk piece
+  in.shared_bulk_piece = 1u << 20;
+  EXPECT_TRUE(shared_lane_bulk(in));
+  EXPECT_TRUE(shared_lane_fits(in));
+  Choice c = select(in);
+  EXPECT_EQ(c.algo, Algo::kShared) << c.why;
+  EXPECT_NE(c.why.find(" shared "), std::string::npos) << c.why;
+  SelectInput gather = in;
+  gather.kind = CollKind::kAllgather;
+  EXPECT_FALSE(shared_lane_fits(gather));
+  SelectInput small = in;
+  small.bytes = 64;
+  EXPECT_FALSE(shared_lane_bulk(small));  // the slot carries it
+  EXPECT_TRUE(shared_lane_fits(small));
+}
+
 TEST(Select, LatencyBoundSmallAndBandwidthBoundLarge) {
   Choice small = select(input(CollKind::kAllreduce, 64, 16));
   EXPECT_EQ(small.algo, Algo::kRhd) << small.why;

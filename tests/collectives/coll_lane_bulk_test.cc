@@ -1,0 +1,262 @@
+// The bulk lane (collectives/core/lane_bulk.cc) over real processes on this host:
+//  - allreduces larger than a lane slot take it (the request's descriptor says "shared") and
+//    give exact results for 2, 3 and 4 ranks: sizes of one round, several rounds and a short
+//    tail, integer and floating types, sum/prod/max/avg, in place and out of place, blocking
+//    and several requests in flight at once;
+//  - a ZCX_COLL_SHARED_BULK that differs on one rank turns the lane off for every rank (the
+//    segment's size disagrees), and results stay right through the transport;
+//  - a small-lane call against a bulk-lane call (different counts) fails on every rank with
+//    kMismatch, bounded;
+//  - a rank SIGKILLed in the middle of a bulk allreduce: every survivor fails within
+//    ZCX_TIMEOUT + 2 s naming it.
+#include "process_ranks.h"
+
+#include "common/config.h"
+#include "core/api_handles.h"
+
+#include <zcx/coll.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace zcx {
+namespace {
+
+constexpr double kTimeoutS = 4.0;
+// Counts: just over a slot (4 KiB), a round and a bit for 2 ranks (1 MiB pieces of int32),
+// several rounds with a tail not divisible by any rank count.
+constexpr size_t kCounts[] = {1025, 2 * 262144 + 7, 1000003};
+
+int comm_init(zcx_comm_t* comm, int fd) {
+  setenv("ZCX_PROVIDERS", "shm", 1);
+  if (zcx_comm_init_env(comm, nullptr) == ZCX_SUCCESS) return 0;
+  dprintf(fd, "INIT failed: %s\n", zcx_get_last_error());
+  return 2;
+}
+
+std::string algo_of(zcx_coll_request_t req) {
+  return coll::algo_name(static_cast<coll::Algo>(req->op->desc.algo));
+}
+
+// int32 sum of (r + 1) * (i % 1000) + r over ranks r, in place or not. "" when right.
+std::string int32_sum(zcx_comm_t comm, int rank, int n, size_t count, bool in_place) {
+  std::vector<int32_t> in(count), out(count, -1);
+  for (size_t i = 0; i < count; ++i) in[i] = (rank + 1) * static_cast<int32_t>(i % 1000) + rank;
+  int32_t* dst = in_place ? in.data() : out.data();
+  if (zcx_allreduce(in.data(), dst, count, ZCX_INT32, ZCX_SUM, comm, nullptr))
+    return std::string("int32 sum: ") + zcx_get_last_error();
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t want = n * (n + 1) / 2 * static_cast<int32_t>(i % 1000) + n * (n - 1) / 2;
+    if (dst[i] != want)
+      return "int32 sum of " + std::to_string(count) + (in_place ? " in place" : "") +
+             ": element " + std::to_string(i) + " is " + std::to_string(dst[i]);
+  }
+  return "";
+}
+
+// uint8 prod (wrapping), int64 max, float64 avg: one count each, out of place.
+std::string other_types(zcx_comm_t comm, int rank, int n) {
+  std::vector<uint8_t> p(5001), pw(5001, 1);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i + 3 * rank + 1);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < p.size(); ++i) pw[i] = static_cast<uint8_t>(pw[i] * static_cast<uint8_t>(i + 3 * r + 1));
+  if (zcx_allreduce(p.data(), p.data(), p.size(), ZCX_UINT8, ZCX_PROD, comm, nullptr) || p != pw)
+    return "uint8 prod wrong or failed";
+  std::vector<int64_t> m(600001);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<int64_t>((i * 7 + static_cast<size_t>(rank) * 13) % 101) - 50;
+  std::vector<int64_t> mo(m.size());
+  if (zcx_allreduce(m.data(), mo.data(), m.size(), ZCX_INT64, ZCX_MAX, comm, nullptr)) return "int64 max failed";
+  for (size_t i = 0; i < m.size(); ++i) {
+    int64_t want = INT64_MIN;
+    for (int r = 0; r < n; ++r) want = std::max<int64_t>(want, static_cast<int64_t>((i * 7 + static_cast<size_t>(r) * 13) % 101) - 50);
+    if (mo[i] != want) return "int64 max: element " + std::to_string(i);
+  }
+  std::vector<double> a(300001), ao(a.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = rank + 0.5 * static_cast<double>(i);
+  if (zcx_allreduce(a.data(), ao.data(), a.size(), ZCX_FLOAT64, ZCX_AVG, comm, nullptr)) return "float64 avg failed";
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::fabs(ao[i] - ((n - 1) / 2.0 + 0.5 * static_cast<double>(i))) > 1e-9 * (1 + static_cast<double>(i)))
+      return "float64 avg: element " + std::to_string(i);
+  return "";
+}
+
+// Three request-based allreduces in flight at once; each must say "shared" and be right.
+std::string requests_in_flight(zcx_comm_t comm, int rank, int n) {
+  constexpr int kReqs = 3;
+  std::vector<std::vector<int32_t>> bufs(kReqs);
+  zcx_coll_request_t reqs[kReqs] = {};
+  for (int k = 0; k < kReqs; ++k) {
+    bufs[k].assign(kCounts[k], rank + k);
+    if (zcx_iallreduce(bufs[k].data(), bufs[k].data(), kCounts[k], ZCX_INT32, ZCX_SUM, comm,
+                       nullptr, &reqs[k]))
+      return std::string("iallreduce: ") + zcx_get_last_error();
+  }
+  std::string algos;
+  for (int k = 0; k < kReqs; ++k) {
+    algos += algo_of(reqs[k]) + " ";
+    if (zcx_coll_wait(reqs[k])) return std::string("wait: ") + zcx_get_last_error();
+    for (int32_t v : bufs[k])
+      if (v != n * (n - 1) / 2 + n * k) return "request " + std::to_string(k) + ": wrong data";
+  }
+  return algos == "shared shared shared " ? "" : "requests took " + algos;
+}
+
+int correctness_rank(int rank, int n, int fd) {
+  zcx_comm_t comm = nullptr;
+  if (int rc = comm_init(&comm, fd)) return rc;
+  std::string err;
+  for (size_t count : kCounts)
+    for (bool in_place : {false, true})
+      if (err.empty()) err = int32_sum(comm, rank, n, count, in_place);
+  if (err.empty()) err = other_types(comm, rank, n);
+  if (err.empty()) err = requests_in_flight(comm, rank, n);
+  dprintf(fd, "RESULT %s\n", err.empty() ? "ok" : err.c_str());
+  return zcx_comm_destroy(comm) == ZCX_SUCCESS ? 0 : 2;
+}
+
+class BulkLane : public ::testing::TestWithParam<int> {};
+
+TEST_P(BulkLane, AllreducesOfEverySizeAreRight) {
+  const int n = GetParam();
+  test::CleanLaunchEnv clean;
+  std::vector<test::RankResult> res = test::run_rank_processes(n, 120 * 1000, [&](int rank, int fd) {
+    return correctness_rank(rank, n, fd);
+  });
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + res[r].report);
+    EXPECT_EQ(res[r].exit_code, 0);
+    EXPECT_NE(res[r].report.find("RESULT ok"), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, BulkLane, ::testing::Values(2, 3, 4),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "np" + std::to_string(i.param);
+                         });
+
+// Rank 1 asks for a smaller bulk segment: rank 0's segment has not the size rank 1 expects,
+// so no member uses the lane, and the transport carries the allreduce.
+int budget_rank(int rank, int fd) {
+  if (rank == 1) setenv("ZCX_COLL_SHARED_BULK", "4M", 1);
+  zcx_comm_t comm = nullptr;
+  if (int rc = comm_init(&comm, fd)) return rc;
+  std::vector<int32_t> v(262144, rank + 1);
+  zcx_coll_request_t req = nullptr;
+  std::string algo = "error";
+  if (zcx_iallreduce(v.data(), v.data(), v.size(), ZCX_INT32, ZCX_SUM, comm, nullptr, &req) == ZCX_SUCCESS) {
+    algo = algo_of(req);
+    if (zcx_coll_wait(req) != ZCX_SUCCESS) algo = "error";
+  }
+  bool right = true;
+  for (int32_t x : v) right = right && x == 1 + 2 + 3;
+  dprintf(fd, "ALGO %s %s\n", algo.c_str(), right ? "right" : "wrong");
+  return zcx_comm_destroy(comm) == ZCX_SUCCESS ? 0 : 2;
+}
+
+TEST(BulkLaneSetup, DifferentBudgetsTurnTheLaneOffForAll) {
+  test::CleanLaunchEnv clean;
+  std::vector<test::RankResult> res = test::run_rank_processes(3, 60 * 1000, budget_rank);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + res[r].report);
+    EXPECT_EQ(res[r].exit_code, 0);
+    char algo[64] = {}, right[16] = {};
+    ASSERT_EQ(sscanf(res[r].report.c_str(), "ALGO %63s %15s", algo, right), 2);
+    EXPECT_STRNE(algo, "shared");
+    EXPECT_STRNE(algo, "error");
+    EXPECT_STREQ(right, "right");
+  }
+}
+
+// Rank 0 calls a slot-sized allreduce where the others call a bulk-lane one.
+int mismatch_rank(int rank, int fd) {
+  zcx_comm_t comm = nullptr;
+  if (int rc = comm_init(&comm, fd)) return rc;
+  float warm = 1;
+  if (zcx_allreduce(&warm, &warm, 1, ZCX_FLOAT32, ZCX_SUM, comm, nullptr)) return 2;  // lane set up
+  std::vector<float> v(rank == 0 ? 1000 : 200000, 1.0f);
+  const double t0 = test::monotonic_s();
+  zcx_status_t st = zcx_allreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_SUM, comm, nullptr);
+  dprintf(fd, "RESULT %d %.3f\n%s\n", static_cast<int>(st), test::monotonic_s() - t0, zcx_get_last_error());
+  zcx_comm_abort(comm);
+  return 0;
+}
+
+TEST(BulkLaneSetup, SlotCallAgainstBulkCallFailsEveryRank) {
+  test::CleanLaunchEnv clean;
+  config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
+  std::vector<test::RankResult> res = test::run_rank_processes(3, 60 * 1000, mismatch_rank);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + res[r].report);
+    EXPECT_EQ(res[r].exit_code, 0);
+    int st = -1;
+    double s = -1;
+    ASSERT_EQ(sscanf(res[r].report.c_str(), "RESULT %d %lf", &st, &s), 2);
+    EXPECT_EQ(st, ZCX_ERR_MISMATCH);
+    EXPECT_LT(s, kTimeoutS) << "a mismatch is seen at once, not timed out";
+  }
+}
+
+// The victim starts a bulk allreduce, drives it a little (it is then mid-operation: its
+// contribution published, rounds begun), and dies.
+constexpr int kRanks = 4;
+constexpr int kVictim = 2;
+
+int kill_rank(int rank, int fd) {
+  zcx_comm_t comm = nullptr;
+  if (int rc = comm_init(&comm, fd)) return rc;
+  std::vector<float> v(2u << 20, 1.0f);  // 8 MiB: several rounds for every rank count
+  zcx_status_t st = ZCX_SUCCESS;
+  for (int i = 0; i < 3 && st == ZCX_SUCCESS; ++i)
+    st = zcx_allreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_MAX, comm, nullptr);
+  if (st != ZCX_SUCCESS) return dprintf(fd, "WARMUP failed: %s\n", zcx_get_last_error()), 2;
+  if (rank == kVictim) {
+    zcx_coll_request_t req = nullptr;
+    if (zcx_iallreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_MAX, comm, nullptr, &req)) return 2;
+    int done = 0;
+    for (int i = 0; i < 200 && !done; ++i) (void)zcx_coll_test(req, &done);
+    dprintf(fd, "KILLED %.6f %s\n", test::monotonic_s(), done ? "after" : "during");
+    raise(SIGKILL);
+  }
+  while (st == ZCX_SUCCESS) st = zcx_allreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_MAX, comm, nullptr);
+  dprintf(fd, "RESULT %d %.6f\n%s\n", static_cast<int>(st), test::monotonic_s(), zcx_get_last_error());
+  zcx_comm_abort(comm);
+  return 0;
+}
+
+TEST(BulkLaneFaults, EverySurvivorNamesARankKilledMidAllreduce) {
+  test::CleanLaunchEnv clean;
+  config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
+  std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, kill_rank);
+  double killed_at = 0;
+  const std::string& said = res[kVictim].report;
+  ASSERT_EQ(sscanf(said.c_str() + std::min(said.find("KILLED"), said.size()), "KILLED %lf", &killed_at), 1) << said;
+  EXPECT_EQ(res[kVictim].exit_code, 128 + SIGKILL);
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) continue;
+    SCOPED_TRACE("survivor rank " + std::to_string(r) + ": " + res[r].report);
+    EXPECT_EQ(res[r].exit_code, 0);
+    int status = -1;
+    double at = 0;
+    std::istringstream in(res[r].report);
+    std::string line, message;
+    while (std::getline(in, line))
+      if (sscanf(line.c_str(), "RESULT %d %lf", &status, &at) == 2) std::getline(in, message);
+    printf("[bulk kill] rank %d: failed %.2f s after the kill (%s), status %d: %s\n", r,
+           at - killed_at, said.find("during") != std::string::npos ? "mid-operation" : "between",
+           status, message.c_str());
+    EXPECT_NE(status, -1);
+    EXPECT_NE(status, ZCX_SUCCESS);
+    EXPECT_LE(at - killed_at, kTimeoutS + 2.0);
+    EXPECT_NE(message.find("rank 2 "), std::string::npos) << "the dead rank is not named";
+    EXPECT_NE(message.find("died"), std::string::npos) << "the cause is not given";
+  }
+}
+
+}  // namespace
+}  // namespace zcx
