@@ -85,9 +85,14 @@ mpirun_base=(mpirun --allow-run-as-root --oversubscribe)
 ucx_any=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
 
 # Each runner: $1 ranks, $2 provider (shm|tcp), $3 bytes, $4 iters, $5 warm-up, $6 output.
+# The tcp row turns the shared lane off: it carries the allreduces of ranks on one host
+# through shared memory whatever ZCX_PROVIDERS says, and that row measures the tcp provider.
 run_zcx() {
-  "$zcx_run" -np "$1" --timeout 900 -- "$zcx_perf" coll allreduce -d float -o sum \
-    -b "$3" -e "$3" -n "$4" -w "$5" --reps "$reps" --provider "$2" --json "$6.json" > "$6" 2>&1
+  local lane=1
+  [ "$2" = tcp ] && lane=0
+  ZCX_COLL_SHARED_LANE=$lane "$zcx_run" -np "$1" --timeout 900 -- "$zcx_perf" coll allreduce \
+    -d float -o sum -b "$3" -e "$3" -n "$4" -w "$5" --reps "$reps" --provider "$2" \
+    --json "$6.json" > "$6" 2>&1
 }
 mpi_args() { echo -b "$3" -e "$3" -n "$4" -w "$5" --reps "$reps"; }
 run_ob1() {
