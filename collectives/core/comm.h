@@ -37,7 +37,7 @@ struct LaneOp {
   uint32_t idle = 0;
   int64_t moved_ns = 0;  // 0 until the first stall
   int64_t member_check_ns = 0;
-  // The bulk lane (core/lane_bulk.cc): an allreduce larger than a slot, round by round.
+  // The bulk lane (core/lane_bulk.cc): an operation larger than a slot, round by round.
   bool bulk = false;
   bool joined = false;    // every member has published this operation (descriptors agree)
   int phase = 0;          // within the round: BulkPhase
@@ -59,6 +59,9 @@ struct Op {
   bool done = false;
   Status result = Status::kSuccess;
 };
+
+// Rounds of a bulk-lane operation with pieces of `piece_bytes` (core/lane_bulk.cc).
+size_t bulk_rounds(const OpArgs& a, size_t piece_bytes);
 
 // avg: which buffer, and how many elements of it, are divided by nranks once `a` completes on
 // `rank` (false: none there — another collective, or a reduce's non-root).
@@ -158,6 +161,7 @@ class Comm final : public PeerLinks {
   Status bulk_await(LaneOp& lo, uint64_t step, bool* all);
   void bulk_copy_in(const LaneOp& lo);
   void bulk_reduce(const LaneOp& lo);
+  void bulk_gather(const LaneOp& lo);
   void bulk_copy_out(const LaneOp& lo);
   bool lane_context_turn();
   Status lane_stalled(LaneOp& lo, int peer);

@@ -96,13 +96,11 @@ void Comm::lane_start(const OpArgs& a, LaneOp* lo) {
   lo->seq = ++lane_seq_;  // from 1: a zeroed slot holds no contribution
   fill_desc(a, Algo::kShared, &lo->desc);
   lo->desc_hash = desc_hash(lo->desc);
-  const size_t bytes = a.count * a.esize();
-  lo->bulk = a.kind == CollKind::kAllreduce && bytes > kSharedMaxBytes;
-  // The planner sends an allreduce this large here only when the lane has a bulk piece
+  // The planner's own test, so that the bulk lane takes exactly what it was chosen for
   // (lane_progress refuses a bulk operation without rounds).
+  lo->bulk = shared_lane_bulk(select_input(a));
   if (!lo->bulk || !lane_ || lane_->bulk_piece() == 0) return;
-  const size_t per_round = lane_->bulk_piece() / a.esize() * static_cast<size_t>(nranks());
-  lo->rounds = (a.count + per_round - 1) / per_round;
+  lo->rounds = bulk_rounds(a, lane_->bulk_piece());
   lo->step0 = bulk_step_;
   bulk_step_ += 2 * lo->rounds;
 }

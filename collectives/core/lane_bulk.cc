@@ -1,13 +1,18 @@
-// The bulk lane (core/shared_lane.h): an allreduce larger than a lane slot among the ranks
-// of one host, in rounds of nranks pieces. In round k rank r
+// The bulk lane (core/shared_lane.h): collectives larger than a lane slot among the ranks of
+// one host, in rounds. Every round has the same three steps on every rank; for an allreduce,
+// rank r in round k
 //   1. copies the pieces its peers own from its send buffer into its stage, signals 2k+1;
 //   2. once every peer signalled 2k+1, reduces its own piece from its send buffer and the
 //      peers' stages into its result area, signals 2k+2 (the piece is reduced by one rank
 //      only, so every rank gets the same bits);
 //   3. once every peer signalled 2k+2, copies every result area into its receive buffer.
-// Stages and result areas are a few MiB that stay in the caches; of the user's buffers
-// each byte is read once and written once, by non-temporal stores for large messages
-// (ZCX_COLL_NT_MIN), so that memory sees little more than a copy's traffic.
+// A reduce is the same with step 3 on the root only. A reducescatter reduces its own block's
+// piece straight into its receive buffer in step 2; an allgather and a broadcast copy the
+// stages out in step 2 (a broadcast only stages the root's data). Stages and result areas
+// are a few MiB that stay in the caches; of the user's buffers each byte is read once and
+// written once, with non-temporal stores for large outputs (ZCX_COLL_NT_MIN), so that memory
+// sees little more than a copy's traffic.
+//
 // Why one stage per rank suffices: rank r rewrites its stage (step 1 of round k+1) only
 // after it saw every peer's 2k+2, which a peer signals after its last read of r's stage in
 // round k. It rewrites its result area (step 2 of k+1) only after every peer's 2(k+1)+1,
@@ -27,10 +32,17 @@ namespace {
 
 const config::SizeParam kNtMinParam(
     "ZCX_COLL_NT_MIN", 16u << 20,
-    "bulk-lane allreduces of at least this many bytes write the receive buffer with "
-    "non-temporal stores (past the caches)");
+    "bulk-lane collectives whose output is at least this many bytes write the receive buffer "
+    "with non-temporal stores (past the caches)");
 
 enum BulkPhase : int { kCopyIn = 0, kAwaitInputs = 1, kAwaitResults = 2 };
+
+// Elements a round covers: of the vector (allreduce, reduce, broadcast), of every rank's
+// block (allgather: as much as a stage holds; reducescatter: one piece of every block).
+size_t round_elems(CollKind kind, size_t piece_bytes, size_t esize, int nranks) {
+  const size_t piece = piece_bytes / esize;
+  return kind == CollKind::kReducescatter ? piece : piece * static_cast<size_t>(nranks);
+}
 
 // The elements of round `lo.round`: [first, first + total), split in pieces of q elements
 // (the last round is split evenly, so that no rank gets all of a short tail).
@@ -41,52 +53,98 @@ struct RoundShape {
 };
 
 RoundShape round_shape(const LaneOp& lo, size_t piece_bytes, int nranks) {
-  const size_t n = static_cast<size_t>(nranks);
-  const size_t per_round = piece_bytes / lo.args.esize() * n;
+  const size_t per_round = round_elems(lo.args.kind, piece_bytes, lo.args.esize(), nranks);
   RoundShape s;
   s.first = lo.round * per_round;
   s.total = std::min(per_round, lo.args.count - s.first);
-  s.q = (s.total + n - 1) / n;
+  s.q = (s.total + static_cast<size_t>(nranks) - 1) / static_cast<size_t>(nranks);
   return s;
+}
+
+bool reduces(CollKind k) {
+  return k == CollKind::kAllreduce || k == CollKind::kReduce || k == CollKind::kReducescatter;
+}
+
+void copy(void* dst, const void* src, size_t n, bool stream) {
+  if (dst != src && n > 0) copy_maybe_streaming(dst, src, n, stream);  // in place: nothing
 }
 
 }  // namespace
 
-void Comm::bulk_copy_in(const LaneOp& lo) {
-  const size_t es = lo.args.esize(), piece = lane_->bulk_piece();
-  const RoundShape s = round_shape(lo, piece, nranks());
-  const auto* send = static_cast<const uint8_t*>(lo.args.sendbuf) + s.first * es;
-  uint8_t* stage = lane_->bulk_stage(rank_);
-  for (int j = 0; j < nranks(); ++j)
-    if (j != rank_ && s.len(j) > 0) memcpy(stage + piece * j, send + s.begin(j) * es, s.len(j) * es);
+size_t bulk_rounds(const OpArgs& a, size_t piece_bytes) {
+  const size_t per_round = round_elems(a.kind, piece_bytes, a.esize(), a.nranks);
+  return (a.count + per_round - 1) / per_round;
 }
 
-// Reduces this rank's piece into its result area: its own input first, then the peers' in
-// rank order.
-void Comm::bulk_reduce(const LaneOp& lo) {
-  const size_t es = lo.args.esize(), piece = lane_->bulk_piece();
+void Comm::bulk_copy_in(const LaneOp& lo) {
+  const OpArgs& a = lo.args;
+  const size_t es = a.esize(), piece = lane_->bulk_piece();
   const RoundShape s = round_shape(lo, piece, nranks());
-  const size_t len = s.len(rank_);
-  if (len == 0) return;
-  const void* acc = static_cast<const uint8_t*>(lo.args.sendbuf) + (s.first + s.begin(rank_)) * es;
-  uint8_t* result = lane_->bulk_result(rank_);
-  for (int j = 0; j < nranks(); ++j) {
-    if (j == rank_) continue;
-    reduce(lo.args.dtype, lo.args.op, result, acc, lane_->bulk_stage(j) + piece * rank_, len);
-    acc = result;
+  const auto* send = static_cast<const uint8_t*>(a.sendbuf);
+  uint8_t* stage = lane_->bulk_stage(rank_);
+  switch (a.kind) {
+    case CollKind::kBroadcast:
+      if (rank_ == a.root) memcpy(stage, send + s.first * es, s.total * es);
+      return;
+    case CollKind::kAllgather: memcpy(stage, send + s.first * es, s.total * es); return;
+    case CollKind::kReducescatter:
+      for (int j = 0; j < nranks(); ++j)
+        if (j != rank_) memcpy(stage + piece * j, send + (a.count * j + s.first) * es, s.total * es);
+      return;
+    default:
+      for (int j = 0; j < nranks(); ++j)
+        if (j != rank_ && s.len(j) > 0) memcpy(stage + piece * j, send + (s.first + s.begin(j)) * es, s.len(j) * es);
   }
 }
 
-// In place, the receive buffer is the send buffer: this round's part of it was read (copy-in,
-// reduction) before it is written here.
-void Comm::bulk_copy_out(const LaneOp& lo) {
-  const size_t es = lo.args.esize(), piece = lane_->bulk_piece();
+// Reduces this rank's piece: its own input first, then the peers' in rank order; into its
+// result area (allreduce, reduce) or its receive buffer (reducescatter, which may be its
+// own input exactly: in place).
+void Comm::bulk_reduce(const LaneOp& lo) {
+  const OpArgs& a = lo.args;
+  const size_t es = a.esize(), piece = lane_->bulk_piece();
   const RoundShape s = round_shape(lo, piece, nranks());
-  const bool stream = lo.args.count * es >= kNtMinParam.get();
-  auto* recv = static_cast<uint8_t*>(lo.args.recvbuf) + s.first * es;
+  const bool rs = a.kind == CollKind::kReducescatter;
+  const size_t len = rs ? s.total : s.len(rank_);
+  if (len == 0) return;
+  const size_t own = rs ? a.count * rank_ + s.first : s.first + s.begin(rank_);
+  const void* acc = static_cast<const uint8_t*>(a.sendbuf) + own * es;
+  uint8_t* out = rs ? static_cast<uint8_t*>(a.recvbuf) + s.first * es : lane_->bulk_result(rank_);
+  for (int j = 0; j < nranks(); ++j) {
+    if (j == rank_) continue;
+    reduce(a.dtype, a.op, out, acc, lane_->bulk_stage(j) + piece * rank_, len);
+    acc = out;
+  }
+}
+
+// Step 2 of an allgather or a broadcast: every stage (the root's) into the receive buffer.
+void Comm::bulk_gather(const LaneOp& lo) {
+  const OpArgs& a = lo.args;
+  const size_t es = a.esize();
+  const RoundShape s = round_shape(lo, lane_->bulk_piece(), nranks());
+  const auto* send = static_cast<const uint8_t*>(a.sendbuf) + s.first * es;
+  auto* recv = static_cast<uint8_t*>(a.recvbuf);
+  if (a.kind == CollKind::kBroadcast) {
+    const bool stream = a.count * es >= kNtMinParam.get();
+    copy(recv + s.first * es, rank_ == a.root ? send : lane_->bulk_stage(a.root), s.total * es, stream);
+    return;
+  }
+  const bool stream = a.count * es * nranks() >= kNtMinParam.get();
   for (int j = 0; j < nranks(); ++j)
-    if (s.len(j) > 0)
-      copy_maybe_streaming(recv + s.begin(j) * es, lane_->bulk_result(j), s.len(j) * es, stream);
+    copy(recv + (a.count * j + s.first) * es, j == rank_ ? send : lane_->bulk_stage(j), s.total * es, stream);
+}
+
+// Step 3 of an allreduce (every rank) or a reduce (the root): every result area out. In
+// place, this round's part of the buffer was read (copy-in, reduction) before it is written.
+void Comm::bulk_copy_out(const LaneOp& lo) {
+  const OpArgs& a = lo.args;
+  if (a.kind == CollKind::kReduce ? rank_ != a.root : a.kind != CollKind::kAllreduce) return;
+  const size_t es = a.esize();
+  const RoundShape s = round_shape(lo, lane_->bulk_piece(), nranks());
+  const bool stream = a.count * es >= kNtMinParam.get();
+  auto* recv = static_cast<uint8_t*>(a.recvbuf) + s.first * es;
+  for (int j = 0; j < nranks(); ++j)
+    copy(recv + s.begin(j) * es, lane_->bulk_result(j), s.len(j) * es, stream);
 }
 
 // Whether every peer finished `step`; the first one still missing is waited for (timeout,
@@ -118,7 +176,8 @@ Status Comm::bulk_progress(LaneOp& lo, bool* done) {
       case kAwaitInputs:
         ZCX_TRY(bulk_await(lo, step + 1, &all));
         if (!all) return Status::kSuccess;
-        bulk_reduce(lo);
+        if (reduces(lo.args.kind)) bulk_reduce(lo);
+        else bulk_gather(lo);
         lane_->bulk_signal(rank_, step + 2);
         lo.phase = kAwaitResults;
         break;

@@ -126,8 +126,8 @@ int candidates(CollKind k, Algo* out, int max) {
     case CollKind::kBroadcast: return put({Algo::kChain, Algo::kBinomial, Algo::kShared});
     case CollKind::kReduce: return put({Algo::kChain, Algo::kBinomial, Algo::kShared});
     case CollKind::kAllgather: return put({Algo::kRing, Algo::kShared});
+    case CollKind::kReducescatter: return put({Algo::kRing, Algo::kShared});
     case CollKind::kAllgatherv:
-    case CollKind::kReducescatter:
     case CollKind::kReducescatterv: return put({Algo::kRing});
     case CollKind::kAlltoall:
     case CollKind::kAlltoallv: return put({Algo::kPairwise});
@@ -135,6 +135,29 @@ int candidates(CollKind k, Algo* out, int max) {
     default: return put({Algo::kDirect});
   }
 }
+
+// The bulk lane (core/lane_bulk.cc): two hand-offs per round; what each rank copies in and
+// out, where a transfer through a transport costs two copies (b) per byte it sends; the
+// ranks reduce their pieces at once, from the caches (overlapped, as a chunked ring's).
+namespace {
+
+double shared_bulk_estimate_us(const SelectInput& in, double b, double gr) {
+  const double p = in.nranks, n = static_cast<double>(in.bytes);
+  // Bytes of the operation one round covers (allgather: p pieces of every rank's block;
+  // reducescatter: one piece of every block).
+  const double round_bytes = static_cast<double>(in.shared_bulk_piece) *
+                             (in.kind == CollKind::kAllgather ? p * p : p);
+  const double copies = in.kind == CollKind::kBroadcast   ? 2 * n
+                        : in.kind == CollKind::kAllgather ? n / p + n
+                        : in.kind == CollKind::kReducescatter ? (p - 1) / p * n
+                                                              : (2 * p - 1) / p * n;
+  const double reduced = in.kind == CollKind::kBroadcast || in.kind == CollKind::kAllgather
+                             ? 0.0 : (p - 1) / p * n;
+  return kSharedAlphaUs * p * (1 + 2 * std::ceil(n / round_bytes)) + copies * b / 2 +
+         reduced * gr / 2;
+}
+
+}  // namespace
 
 // Times in microseconds: alpha per message, beta = 1/B (us per byte), gamma = reduction
 // (us per byte). Formulas from collectives.md §5.2; the chunked ones are our derivation: a
@@ -176,15 +199,9 @@ double estimate_us(Algo algo, const SelectInput& in, const ModelParams& m, size_
     case Algo::kPairwise: return (p - 1) * (a + n / p * b);
     case Algo::kDirect:  // one step; each further message costs half a step to post and drain
       return a + (p - 2) * a / 2 + (p - 1) * n * (b + gr);
-    case Algo::kShared: {
+    case Algo::kShared:
       if (!shared_lane_bulk(in)) return kSharedAlphaUs * p + (p - 1) * n * (b + gr);
-      // Bulk: two hand-offs per round. A rank copies (p-1)/p of the vector in and all of it
-      // out, where a transfer through a transport costs two copies (b) per byte sent; the
-      // ranks reduce their pieces at once, from the caches (overlapped, as a chunked ring's).
-      const double rounds = std::ceil(n / (p * static_cast<double>(in.shared_bulk_piece)));
-      return kSharedAlphaUs * p * (1 + 2 * rounds) + (2 * p - 1) / p * n * b / 2 +
-             (p - 1) / p * n * gr / 2;
-    }
+      return shared_bulk_estimate_us(in, b, gr);
     case Algo::kHier: {  // binomial reduce + bcast inside a host, ring across hosts
       const double as = m.alpha_us[0], bs = 1.0 / (m.bw_gbs[0] * 1e3);
       double local = lg(in.ppn);
@@ -222,17 +239,50 @@ size_t shared_bulk_piece(int nranks, size_t budget) {
   return piece >= kSharedBulkMinPiece ? piece : 0;
 }
 
+namespace {
+
+// Bytes of one rank's contribution (allgather, reducescatter: its block).
+size_t per_rank_bytes(const SelectInput& in) {
+  const bool blocks = in.kind == CollKind::kAllgather || in.kind == CollKind::kReducescatter;
+  return blocks ? in.bytes / static_cast<size_t>(std::max(in.nranks, 1)) : in.bytes;
+}
+
+// What a slot computes (algorithms/shared.cc).
+bool slot_kind(CollKind k) {
+  return k == CollKind::kAllreduce || k == CollKind::kBroadcast || k == CollKind::kReduce ||
+         k == CollKind::kAllgather || k == CollKind::kBarrier;
+}
+
+}  // namespace
+
 bool shared_lane_bulk(const SelectInput& in) {
-  return in.kind == CollKind::kAllreduce && in.bytes > kSharedMaxBytes && in.shared_bulk_piece > 0;
+  if (in.shared_bulk_piece == 0 || per_rank_bytes(in) == 0) return false;
+  switch (in.kind) {
+    case CollKind::kReducescatter: return true;  // no slot form
+    case CollKind::kAllreduce:
+    case CollKind::kReduce:
+    case CollKind::kBroadcast:
+    case CollKind::kAllgather: return per_rank_bytes(in) > kSharedMaxBytes;
+    default: return false;
+  }
 }
 
 bool shared_lane_fits(const SelectInput& in) {
   if (!in.shared_lane || in.nranks < 2 || in.nranks > kSharedMaxRanks) return false;
-  const size_t per_rank = in.kind == CollKind::kAllgather ? in.bytes / in.nranks : in.bytes;
-  return per_rank <= kSharedMaxBytes || shared_lane_bulk(in);
+  return (slot_kind(in.kind) && per_rank_bytes(in) <= kSharedMaxBytes) || shared_lane_bulk(in);
 }
 
 namespace {
+
+// The bulk lane kinds the model may choose: those that reduce, where reading the peers'
+// data in place saves a pass over memory. Its broadcast and allgather only copy, and
+// their steps cannot overlap as a transport's pipeline does (the root copies in, then the
+// others copy out): on the 2-CPU VM they lost to chain/ring up to 512 KiB and won by
+// 10-20% from 4 MiB (docs/TUNING.md); ZCX_ALGO=broadcast:shared or allgather:shared forces
+// them.
+bool bulk_by_model(CollKind k) {
+  return k == CollKind::kAllreduce || k == CollKind::kReduce || k == CollKind::kReducescatter;
+}
 
 // Whether `algo` can serve `in` at all (the others are left out of the table).
 bool applies(Algo algo, const SelectInput& in) {
@@ -241,7 +291,8 @@ bool applies(Algo algo, const SelectInput& in) {
     case Algo::kDirect:
       return in.nranks <= kDirectMaxRanks &&
              in.bytes * (std::max(in.nranks, 1) - 1) <= kDirectMaxBytes;
-    case Algo::kShared: return shared_lane_fits(in);
+    case Algo::kShared:  // the bulk lane's broadcast and allgather only when forced:
+      return shared_lane_fits(in) && (!shared_lane_bulk(in) || bulk_by_model(in.kind));
     default: return true;
   }
 }

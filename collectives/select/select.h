@@ -58,9 +58,11 @@ struct SelectInput {
 };
 
 // Whether the shared lane can carry this operation: a per-rank contribution that fits a
-// slot, or an allreduce of any size where the communicator has a bulk lane.
+// slot, or (where the communicator has a bulk lane) an allreduce, reduce, broadcast,
+// allgather or reducescatter of any size.
 bool shared_lane_fits(const SelectInput& in);
-// Whether it goes through the bulk lane (an allreduce larger than a slot).
+// Whether it goes through the bulk lane: one of those larger than a slot, or a non-empty
+// reducescatter (which has no slot form).
 bool shared_lane_bulk(const SelectInput& in);
 
 struct Choice {

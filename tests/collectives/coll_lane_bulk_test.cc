@@ -2,7 +2,8 @@
 //  - allreduces larger than a lane slot take it (the request's descriptor says "shared") and
 //    give exact results for 2, 3 and 4 ranks: sizes of one round, several rounds and a short
 //    tail, integer and floating types, sum/prod/max/avg, in place and out of place, blocking
-//    and several requests in flight at once;
+//    and several requests in flight at once; so do a reduce and a reducescatter, and an
+//    allgather and a broadcast when forced (the matrix test forces it for every case);
 //  - a ZCX_COLL_SHARED_BULK that differs on one rank turns the lane off for every rank (the
 //    segment's size disagrees), and results stay right through the transport;
 //  - a small-lane call against a bulk-lane call (different counts) fails on every rank with
@@ -107,6 +108,48 @@ std::string requests_in_flight(zcx_comm_t comm, int rank, int n) {
   return algos == "shared shared shared " ? "" : "requests took " + algos;
 }
 
+// A reduce to the last rank and a reducescatter (in place) also take the lane by the model's
+// choice; an allgather and a broadcast take it when forced (ZCX_ALGO).
+std::string other_kinds(zcx_comm_t comm, int rank, int n) {
+  constexpr size_t kCount = 300001;
+  std::vector<int32_t> v(kCount * n);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(i % 977) + rank;
+  const int32_t ranks_sum = n * (n - 1) / 2;
+  zcx_coll_request_t req = nullptr;
+  if (zcx_ireduce(v.data(), v.data(), kCount, ZCX_INT32, ZCX_SUM, n - 1, comm, nullptr, &req))
+    return std::string("ireduce: ") + zcx_get_last_error();
+  std::string algos = algo_of(req);
+  if (zcx_coll_wait(req)) return std::string("reduce: ") + zcx_get_last_error();
+  for (size_t i = 0; rank == n - 1 && i < kCount; ++i)
+    if (v[i] != n * static_cast<int32_t>(i % 977) + ranks_sum) return "reduce: element " + std::to_string(i);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(i % 977) + rank;
+  int32_t* mine = v.data() + kCount * rank;  // in place: the own block of the send buffer
+  if (zcx_ireducescatter(v.data(), mine, kCount, ZCX_INT32, ZCX_SUM, comm, nullptr, &req))
+    return std::string("ireducescatter: ") + zcx_get_last_error();
+  algos += " " + algo_of(req);
+  if (zcx_coll_wait(req)) return std::string("reducescatter: ") + zcx_get_last_error();
+  for (size_t i = 0; i < kCount; ++i)
+    if (mine[i] != n * static_cast<int32_t>((kCount * rank + i) % 977) + ranks_sum)
+      return "reducescatter: element " + std::to_string(i);
+  config::ScopedOverride force("ZCX_ALGO", "allgather:shared,broadcast:shared");
+  for (size_t i = 0; i < kCount; ++i) mine[i] = rank * 7 + static_cast<int32_t>(i % 5);
+  if (zcx_iallgather(mine, v.data(), kCount, ZCX_INT32, comm, nullptr, &req))  // in place
+    return std::string("iallgather: ") + zcx_get_last_error();
+  algos += " " + algo_of(req);
+  if (zcx_coll_wait(req)) return std::string("allgather: ") + zcx_get_last_error();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] != static_cast<int32_t>(i / kCount) * 7 + static_cast<int32_t>(i % kCount % 5))
+      return "allgather: element " + std::to_string(i);
+  std::vector<int64_t> b(kCount, rank == 1 ? 42 : -1);
+  if (zcx_ibroadcast(b.data(), b.data(), kCount, ZCX_INT64, 1, comm, nullptr, &req))
+    return std::string("ibroadcast: ") + zcx_get_last_error();
+  algos += " " + algo_of(req);
+  if (zcx_coll_wait(req)) return std::string("broadcast: ") + zcx_get_last_error();
+  for (int64_t x : b)
+    if (x != 42) return "broadcast: wrong data";
+  return algos == "shared shared shared shared" ? "" : "took " + algos;
+}
+
 int correctness_rank(int rank, int n, int fd) {
   zcx_comm_t comm = nullptr;
   if (int rc = comm_init(&comm, fd)) return rc;
@@ -116,6 +159,7 @@ int correctness_rank(int rank, int n, int fd) {
       if (err.empty()) err = int32_sum(comm, rank, n, count, in_place);
   if (err.empty()) err = other_types(comm, rank, n);
   if (err.empty()) err = requests_in_flight(comm, rank, n);
+  if (err.empty()) err = other_kinds(comm, rank, n);
   dprintf(fd, "RESULT %s\n", err.empty() ? "ok" : err.c_str());
   return zcx_comm_destroy(comm) == ZCX_SUCCESS ? 0 : 2;
 }

@@ -47,11 +47,16 @@ size_t bulk_budget() {
 // What the planner must choose: the forced algorithm, except hier where it declines (all
 // ranks on one host, or one rank per host), which falls back to the ring.
 Algo expected_algo(const Case& c, int n) {
-  if (c.algo == Algo::kShared) {  // one host always; per-rank contributions up to 4 KiB,
-                                  // allreduces of any size through the bulk lane
+  if (c.algo == Algo::kShared) {  // one host always; the lane's rule (select.h): a slot
+                                  // for up to 4 KiB per rank, the bulk lane above
     const size_t per_rank = c.count * zcx_dtype_size(static_cast<zcx_dtype_t>(c.dtype));
-    const bool bulk = c.kind == CollKind::kAllreduce && shared_bulk_piece(n, bulk_budget()) > 0;
-    if (n >= 2 && n <= kSharedMaxRanks && (per_rank <= kSharedMaxBytes || bulk)) return Algo::kShared;
+    SelectInput in;
+    in.kind = c.kind;
+    in.nranks = n;
+    in.bytes = c.kind == CollKind::kAllgather || c.kind == CollKind::kReducescatter ? per_rank * n : per_rank;
+    in.shared_lane = true;
+    in.shared_bulk_piece = shared_bulk_piece(n, bulk_budget());
+    if (shared_lane_fits(in)) return Algo::kShared;
     Algo first;
     candidates(c.kind, &first, 1);
     return first;

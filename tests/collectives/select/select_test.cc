@@ -53,9 +53,10 @@ TEST(SharedLane, BulkPieceFitsTheBudget) {
   }
 }
 
-// Only an allreduce larger than a slot goes through the bulk lane, and only where the
-// communicator has one; the model then prefers it to the ring among the ranks of a host.
-TEST(SharedLane, BulkLaneCarriesLargeAllreducesOnly) {
+// Only allreduce, reduce, broadcast, allgather and reducescatter larger than a slot go
+// through the bulk lane, and only where the communicator has one; the model then prefers it
+// to the ring among the ranks of a host.
+TEST(SharedLane, BulkLaneCarriesLargeCollectivesOnly) {
   SelectInput in = input(CollKind::kAllreduce, 64u << 20, 2, LinkClass::kShm);
   in.shared_lane = true;
   EXPECT_FALSE(shared_lane_fits(in));  // no bulk piece
@@ -65,13 +66,34 @@ TEST(SharedLane, BulkLaneCarriesLargeAllreducesOnly) {
   Choice c = select(in);
   EXPECT_EQ(c.algo, Algo::kShared) << c.why;
   EXPECT_NE(c.why.find(" shared "), std::string::npos) << c.why;
-  SelectInput gather = in;
-  gather.kind = CollKind::kAllgather;
-  EXPECT_FALSE(shared_lane_fits(gather));
+  for (CollKind k : {CollKind::kReduce, CollKind::kReducescatter}) {
+    SelectInput other = in;
+    other.kind = k;
+    EXPECT_TRUE(shared_lane_bulk(other)) << coll_kind_name(k);
+    EXPECT_EQ(select(other).algo, Algo::kShared) << select(other).why;
+  }
+  // Broadcast and allgather go there only when forced (they only copy).
+  for (CollKind k : {CollKind::kBroadcast, CollKind::kAllgather}) {
+    SelectInput other = in;
+    other.kind = k;
+    EXPECT_TRUE(shared_lane_bulk(other)) << coll_kind_name(k);
+    EXPECT_NE(select(other).algo, Algo::kShared) << select(other).why;
+    config::ScopedOverride force("ZCX_ALGO", std::string(coll_kind_name(k)) + ":shared");
+    EXPECT_EQ(select(other).algo, Algo::kShared) << select(other).why;
+  }
+  for (CollKind k : {CollKind::kAlltoall, CollKind::kAllgatherv, CollKind::kReducescatterv}) {
+    SelectInput other = in;
+    other.kind = k;
+    EXPECT_FALSE(shared_lane_fits(other)) << coll_kind_name(k);
+  }
   SelectInput small = in;
   small.bytes = 64;
   EXPECT_FALSE(shared_lane_bulk(small));  // the slot carries it
   EXPECT_TRUE(shared_lane_fits(small));
+  small.kind = CollKind::kReducescatter;  // 32 bytes per block: no slot form, so the bulk lane
+  EXPECT_TRUE(shared_lane_bulk(small));
+  small.bytes = 0;
+  EXPECT_FALSE(shared_lane_fits(small));
 }
 
 TEST(Select, LatencyBoundSmallAndBandwidthBoundLarge) {
