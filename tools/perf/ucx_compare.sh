@@ -6,8 +6,11 @@
 # ratio of the medians (zcx / ucx_perftest; the issue asks for >= 0.9).
 # ucx_perftest runs twice per repetition: as it defaults (no error handling) and with -e,
 # endpoints in UCP_ERR_HANDLING_MODE_PEER. zcx always creates its endpoints in that mode (a
-# dead peer must fail its requests, not hang them), and over tcp UCX itself is slower in it,
-# so "ratio -e" is the like-for-like cost of the adapter.
+# dead peer must fail its requests, not hang them), and over tcp UCX itself is slower in it
+# (peer mode rules tcp out as a put_zcopy rendezvous lane, so UCX falls back to emulating it
+# with active messages: openucx/ucx#11929), so "ratio -e" is the like-for-like cost of the
+# adapter. Endpoints without peer mode are no way out: after a peer died, the worker kept
+# stalled requests and the transfers with other peers on it stopped (tried 2026-12-03).
 #
 # Usage: tools/perf/ucx_compare.sh [-b zcx_ucx_bench] [-s "65536 1048576"] [-r reps]
 #                                  [-n iters] [-w window] [-t "tcp posix,cma"]
