@@ -22,7 +22,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -277,26 +276,21 @@ TEST(BulkLaneFaults, EverySurvivorNamesARankKilledMidAllreduce) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
   std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, kill_rank);
-  double killed_at = 0;
-  const std::string& said = res[kVictim].report;
-  ASSERT_EQ(sscanf(said.c_str() + std::min(said.find("KILLED"), said.size()), "KILLED %lf", &killed_at), 1) << said;
+  const double killed_at = test::victim_killed_at(res[kVictim]);
+  ASSERT_GE(killed_at, 0) << res[kVictim].report;
   EXPECT_EQ(res[kVictim].exit_code, 128 + SIGKILL);
+  const bool mid = res[kVictim].report.find("during") != std::string::npos;
   for (int r = 0; r < kRanks; ++r) {
     if (r == kVictim) continue;
     SCOPED_TRACE("survivor rank " + std::to_string(r) + ": " + res[r].report);
     EXPECT_EQ(res[r].exit_code, 0);
-    int status = -1;
-    double at = 0;
-    std::istringstream in(res[r].report);
-    std::string line, message;
-    while (std::getline(in, line))
-      if (sscanf(line.c_str(), "RESULT %d %lf", &status, &at) == 2) std::getline(in, message);
+    const test::SurvivorResult s = test::survivor_result(res[r]);
+    const std::string& message = s.message;
     printf("[bulk kill] rank %d: failed %.2f s after the kill (%s), status %d: %s\n", r,
-           at - killed_at, said.find("during") != std::string::npos ? "mid-operation" : "between",
-           status, message.c_str());
-    EXPECT_NE(status, -1);
-    EXPECT_NE(status, ZCX_SUCCESS);
-    EXPECT_LE(at - killed_at, kTimeoutS + 2.0);
+           s.at - killed_at, mid ? "mid-operation" : "between", s.status, message.c_str());
+    EXPECT_NE(s.status, -1);
+    EXPECT_NE(s.status, ZCX_SUCCESS);
+    EXPECT_LE(s.at - killed_at, kTimeoutS + 2.0);
     EXPECT_NE(message.find("rank 2 "), std::string::npos) << "the dead rank is not named";
     EXPECT_NE(message.find("died"), std::string::npos) << "the cause is not given";
   }

@@ -164,22 +164,22 @@ TEST(CollLane, EverySurvivorNamesARankKilledBetweenLaneOperations) {
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
   const std::set<std::string> shm_before = zcx_shm_entries();
   std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, kill_rank);
-  double killed_at = 0;
-  const std::string& said = res[kVictim].report;
-  ASSERT_EQ(sscanf(said.c_str() + std::min(said.find("KILLED"), said.size()), "KILLED %lf", &killed_at), 1) << said;
+  const double killed_at = test::victim_killed_at(res[kVictim]);
+  ASSERT_GE(killed_at, 0) << res[kVictim].report;
   EXPECT_EQ(res[kVictim].exit_code, 128 + SIGKILL);
   for (int r = 0; r < kRanks; ++r) {
     if (r == kVictim) continue;
     SCOPED_TRACE("survivor rank " + std::to_string(r) + ": " + res[r].report);
     EXPECT_EQ(res[r].exit_code, 0);
-    int status = -1, sticky = -1;
-    double at = 0, sticky_s = -1;
+    const test::SurvivorResult s = test::survivor_result(res[r]);
+    const int status = s.status;
+    const double at = s.at;
+    const std::string& message = s.message;
+    int sticky = -1;
+    double sticky_s = -1;
     std::istringstream in(res[r].report);
-    std::string line, message;
-    while (std::getline(in, line)) {
-      if (sscanf(line.c_str(), "RESULT %d %lf", &status, &at) == 2) std::getline(in, message);
-      sscanf(line.c_str(), "STICKY %d %lf", &sticky, &sticky_s);
-    }
+    std::string line;
+    while (std::getline(in, line)) sscanf(line.c_str(), "STICKY %d %lf", &sticky, &sticky_s);
     printf("[lane kill] rank %d: failed %.2f s after the kill, status %d: %s\n", r, at - killed_at,
            status, message.c_str());
     EXPECT_NE(status, -1);

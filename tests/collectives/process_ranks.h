@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,31 @@ inline std::vector<RankResult> run_rank_processes(int n, int timeout_ms, const R
   for (int fd : read_fds)
     if (fd >= 0) close(fd);
   return results;
+}
+
+// The kill tests' reports. The victim writes "KILLED <monotonic_s> ..." before it raises
+// SIGKILL; a survivor writes "RESULT <status> <monotonic_s>" and its error on the next line.
+// Returns the victim's time of death, or -1 when it did not say.
+inline double victim_killed_at(const RankResult& victim) {
+  const std::string& said = victim.report;
+  double at = -1;
+  if (sscanf(said.c_str() + std::min(said.find("KILLED"), said.size()), "KILLED %lf", &at) != 1) return -1;
+  return at;
+}
+
+struct SurvivorResult {
+  int status = -1;  // -1: no RESULT line
+  double at = 0;
+  std::string message;
+};
+
+inline SurvivorResult survivor_result(const RankResult& survivor) {
+  SurvivorResult out;
+  std::istringstream in(survivor.report);
+  std::string line;
+  while (std::getline(in, line))
+    if (sscanf(line.c_str(), "RESULT %d %lf", &out.status, &out.at) == 2) std::getline(in, out.message);
+  return out;
 }
 
 }  // namespace zcx::test
