@@ -97,8 +97,9 @@ void Comm::lane_start(const OpArgs& a, LaneOp* lo) {
   fill_desc(a, Algo::kShared, &lo->desc);
   lo->desc_hash = desc_hash(lo->desc);
   // The planner's own test, so that the bulk lane takes exactly what it was chosen for
-  // (lane_progress refuses a bulk operation without rounds).
-  lo->bulk = shared_lane_bulk(select_input(a));
+  // (lane_progress refuses a bulk operation without rounds); skipped for what fits a slot.
+  const bool over_slot = a.count * a.esize() > kSharedMaxBytes || a.kind == CollKind::kReducescatter;
+  lo->bulk = over_slot && shared_lane_bulk(select_input(a));
   if (!lo->bulk || !lane_ || lane_->bulk_piece() == 0) return;
   lo->rounds = bulk_rounds(a, lane_->bulk_piece());
   lo->step0 = bulk_step_;
