@@ -25,8 +25,9 @@ const config::BoolParam kLaneParam(
 
 const config::SizeParam kBulkParam(
     "ZCX_COLL_SHARED_BULK", 8u << 20,
-    "bytes of shared segment per communicator for the bulk lane, which carries allreduces "
-    "larger than 4 KiB among ranks of one host (0 = none; must be the same on every rank)");
+    "bytes of shared segment per communicator for the bulk lane, which carries collectives "
+    "of more than 4 KiB per rank among ranks of one host (0 = none; must be the same on "
+    "every rank)");
 
 // What rank 0 broadcasts: where its segment is (ok = 0: it has none).
 struct LaneOffer {

@@ -89,11 +89,13 @@ void Comm::bulk_copy_in(const LaneOp& lo) {
     case CollKind::kAllgather: memcpy(stage, send + s.first * es, s.total * es); return;
     case CollKind::kReducescatter:
       for (int j = 0; j < nranks(); ++j)
-        if (j != rank_) memcpy(stage + piece * j, send + (a.count * j + s.first) * es, s.total * es);
+        if (j != rank_)
+          memcpy(stage + piece * j, send + (a.count * j + s.first) * es, s.total * es);
       return;
     default:
       for (int j = 0; j < nranks(); ++j)
-        if (j != rank_ && s.len(j) > 0) memcpy(stage + piece * j, send + (s.first + s.begin(j)) * es, s.len(j) * es);
+        if (j != rank_ && s.len(j) > 0)
+          memcpy(stage + piece * j, send + (s.first + s.begin(j)) * es, s.len(j) * es);
   }
 }
 
@@ -122,16 +124,19 @@ void Comm::bulk_gather(const LaneOp& lo) {
   const OpArgs& a = lo.args;
   const size_t es = a.esize();
   const RoundShape s = round_shape(lo, lane_->bulk_piece(), nranks());
-  const auto* send = static_cast<const uint8_t*>(a.sendbuf) + s.first * es;
+  // A broadcast's non-root may pass no send buffer: only the root's own copy reads it.
+  const auto* send = static_cast<const uint8_t*>(a.sendbuf);
   auto* recv = static_cast<uint8_t*>(a.recvbuf);
   if (a.kind == CollKind::kBroadcast) {
     const bool stream = a.count * es >= kNtMinParam.get();
-    copy(recv + s.first * es, rank_ == a.root ? send : lane_->bulk_stage(a.root), s.total * es, stream);
+    const uint8_t* from = rank_ == a.root ? send + s.first * es : lane_->bulk_stage(a.root);
+    copy(recv + s.first * es, from, s.total * es, stream);
     return;
   }
   const bool stream = a.count * es * nranks() >= kNtMinParam.get();
   for (int j = 0; j < nranks(); ++j)
-    copy(recv + (a.count * j + s.first) * es, j == rank_ ? send : lane_->bulk_stage(j), s.total * es, stream);
+    copy(recv + (a.count * j + s.first) * es,
+         j == rank_ ? send + s.first * es : lane_->bulk_stage(j), s.total * es, stream);
 }
 
 // Step 3 of an allreduce (every rank) or a reduce (the root): every result area out. In

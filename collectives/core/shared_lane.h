@@ -22,11 +22,11 @@
 // A contribution of up to kLaneInlineBytes (an 8-byte allreduce) travels with its sequence
 // number and descriptor hash in one cache line: one line moves per peer per collective.
 //
-// The bulk lane carries allreduces larger than a slot (core/lane_bulk.cc), round by round:
-// every rank copies the pieces its peers own into its stage (step 2k+1), reduces its own
-// piece straight out of the peers' stages into its output and its result area (step 2k+2),
-// then copies the peers' results out. A byte is copied in once and out once, and reduced
-// from where it lies: no copy into a receive buffer, no message, no scratch.
+// The bulk lane carries collectives larger than a slot (core/lane_bulk.cc), round by round;
+// in an allreduce every rank copies the pieces its peers own into its stage (step 2k+1),
+// reduces its own piece straight out of the peers' stages into its result area (step
+// 2k+2), then copies every result area out. A byte is copied in once and out once, and
+// reduced from where it lies: no copy into a receive buffer, no message, no scratch.
 #pragma once
 
 #include "common/fd.h"

@@ -29,7 +29,7 @@ bool algo_from_name(const std::string& name, Algo* out);
 // contributions of up to kSharedMaxBytes per rank through one shared segment.
 inline constexpr size_t kSharedMaxBytes = 4096;
 inline constexpr int kSharedMaxRanks = 64;
-// The bulk lane (core/shared_lane.h) carries larger allreduces in pieces of up to
+// The bulk lane (core/shared_lane.h) carries larger collectives in pieces of up to
 // kSharedBulkMaxPiece bytes per rank and round; n ranks share n*(n+1) pieces.
 inline constexpr size_t kSharedBulkMaxPiece = size_t{1} << 20;
 inline constexpr size_t kSharedBulkMinPiece = 4096;

@@ -61,28 +61,35 @@ std::string int32_sum(zcx_comm_t comm, int rank, int n, size_t count, bool in_pl
 }
 
 // uint8 prod (wrapping), int64 max, float64 avg: one count each, out of place.
+uint8_t prod_in(int r, size_t i) { return static_cast<uint8_t>(i + 3 * static_cast<size_t>(r) + 1); }
+int64_t max_in(int r, size_t i) {
+  return static_cast<int64_t>((i * 7 + static_cast<size_t>(r) * 13) % 101) - 50;
+}
+
 std::string other_types(zcx_comm_t comm, int rank, int n) {
   std::vector<uint8_t> p(5001), pw(5001, 1);
-  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i + 3 * rank + 1);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = prod_in(rank, i);
   for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < p.size(); ++i) pw[i] = static_cast<uint8_t>(pw[i] * static_cast<uint8_t>(i + 3 * r + 1));
+    for (size_t i = 0; i < p.size(); ++i) pw[i] = static_cast<uint8_t>(pw[i] * prod_in(r, i));
   if (zcx_allreduce(p.data(), p.data(), p.size(), ZCX_UINT8, ZCX_PROD, comm, nullptr) || p != pw)
     return "uint8 prod wrong or failed";
-  std::vector<int64_t> m(600001);
-  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<int64_t>((i * 7 + static_cast<size_t>(rank) * 13) % 101) - 50;
-  std::vector<int64_t> mo(m.size());
-  if (zcx_allreduce(m.data(), mo.data(), m.size(), ZCX_INT64, ZCX_MAX, comm, nullptr)) return "int64 max failed";
+  std::vector<int64_t> m(600001), mo(m.size());
+  for (size_t i = 0; i < m.size(); ++i) m[i] = max_in(rank, i);
+  if (zcx_allreduce(m.data(), mo.data(), m.size(), ZCX_INT64, ZCX_MAX, comm, nullptr))
+    return "int64 max failed";
   for (size_t i = 0; i < m.size(); ++i) {
     int64_t want = INT64_MIN;
-    for (int r = 0; r < n; ++r) want = std::max<int64_t>(want, static_cast<int64_t>((i * 7 + static_cast<size_t>(r) * 13) % 101) - 50);
+    for (int r = 0; r < n; ++r) want = std::max(want, max_in(r, i));
     if (mo[i] != want) return "int64 max: element " + std::to_string(i);
   }
   std::vector<double> a(300001), ao(a.size());
   for (size_t i = 0; i < a.size(); ++i) a[i] = rank + 0.5 * static_cast<double>(i);
-  if (zcx_allreduce(a.data(), ao.data(), a.size(), ZCX_FLOAT64, ZCX_AVG, comm, nullptr)) return "float64 avg failed";
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::fabs(ao[i] - ((n - 1) / 2.0 + 0.5 * static_cast<double>(i))) > 1e-9 * (1 + static_cast<double>(i)))
-      return "float64 avg: element " + std::to_string(i);
+  if (zcx_allreduce(a.data(), ao.data(), a.size(), ZCX_FLOAT64, ZCX_AVG, comm, nullptr))
+    return "float64 avg failed";
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = static_cast<double>(i), want = (n - 1) / 2.0 + 0.5 * x;
+    if (std::fabs(ao[i] - want) > 1e-9 * (1 + x)) return "float64 avg: element " + std::to_string(i);
+  }
   return "";
 }
 
