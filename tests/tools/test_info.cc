@@ -34,6 +34,16 @@ TEST(ZcxInfo, ConfigListsEveryVariableWithValue) {
   EXPECT_EQ(r.out.find("00112233445566ff"), std::string::npos) << "the job secret is printed";
 }
 
+// The collectives' variables are part of the list, and setting one is not "unknown".
+TEST(ZcxInfo, ConfigListsTheCollectivesVariables) {
+  ToolResult r = run_tool("ZCX_ALGO=ring " + kInfo + " -c");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"ZCX_ALGO\n", "ZCX_CHUNK_SIZE\n", "ZCX_COLL_SHARED_LANE\n",
+                           "ZCX_COLL_SHARED_BULK\n", "ZCX_COLL_NT_MIN\n", "ZCX_COLL_YIELD\n"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << " missing from:\n" << r.out;
+  EXPECT_EQ(r.err.find("unknown environment variable ZCX_ALGO"), std::string::npos) << r.err;
+}
+
 TEST(ZcxInfo, ConfigWarnsAboutUnknownVariables) {
   ToolResult r = run_tool("ZCX_NO_SUCH_THING=1 " + kInfo + " -c");
   ASSERT_EQ(r.exit_code, 0);
