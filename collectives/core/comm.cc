@@ -197,18 +197,21 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   a.rank = rank_;
   a.nranks = nranks();
   Choice c;
+  SelectInput si;
   if (a.kind != CollKind::kSendRecv) {
-    c = choose(select_input(a));
+    si = select_input(a);
+    c = choose(si);
     if (c.algo == Algo::kShared && lane_state_ == LaneState::kUntried) {
       ZCX_TRY(lane_setup());
-      c = choose(select_input(a));
+      si = select_input(a);  // the lane's state, and with it what it can take, changed
+      c = choose(si);
     }
   }
   a.chunk = c.chunk;
   a.host_of = host_of_.data();
   if (c.algo == Algo::kShared) {
     op->lane = true;
-    lane_start(a, &op->lane_op);
+    lane_start(a, si, &op->lane_op);
     op->desc = op->lane_op.desc;
     return Status::kSuccess;
   }

@@ -153,8 +153,8 @@ class Comm final : public PeerLinks {
   // The shared lane (comm_lane.cc).
   bool lane_possible() const;
   Status lane_setup();
-  void lane_start(const OpArgs& a, LaneOp* lo);
-  Status run_lane(const OpArgs& a);
+  void lane_start(const OpArgs& a, const SelectInput& si, LaneOp* lo);
+  Status run_lane(const OpArgs& a, const SelectInput& si);
   Status lane_progress(LaneOp& lo, bool* done);
   size_t lane_bulk_piece() const;
   Status bulk_progress(LaneOp& lo, bool* done);

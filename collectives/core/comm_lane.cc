@@ -92,15 +92,14 @@ Status Comm::lane_setup() {
   return Status::kSuccess;
 }
 
-void Comm::lane_start(const OpArgs& a, LaneOp* lo) {
+// si: what the planner chose from, so that the bulk lane takes exactly what it was chosen
+// for (lane_progress refuses a bulk operation without rounds).
+void Comm::lane_start(const OpArgs& a, const SelectInput& si, LaneOp* lo) {
   lo->args = a;
   lo->seq = ++lane_seq_;  // from 1: a zeroed slot holds no contribution
   fill_desc(a, Algo::kShared, &lo->desc);
   lo->desc_hash = desc_hash(lo->desc);
-  // The planner's own test, so that the bulk lane takes exactly what it was chosen for
-  // (lane_progress refuses a bulk operation without rounds); skipped for what fits a slot.
-  const bool over_slot = a.count * a.esize() > kSharedMaxBytes || a.kind == CollKind::kReducescatter;
-  lo->bulk = over_slot && shared_lane_bulk(select_input(a));
+  lo->bulk = shared_lane_bulk(si);
   if (!lo->bulk || !lane_ || lane_->bulk_piece() == 0) return;
   lo->rounds = bulk_rounds(a, lane_->bulk_piece());
   lo->step0 = bulk_step_;
@@ -116,16 +115,17 @@ Status Comm::run(const OpArgs& args) {
     OpArgs a = args;
     a.rank = rank_;
     a.nranks = nranks();
-    if (choose(select_input(a)).algo == Algo::kShared) return run_lane(a);
+    const SelectInput si = select_input(a);
+    if (choose(si).algo == Algo::kShared) return run_lane(a, si);
   }
   std::shared_ptr<Op> op;
   ZCX_TRY(post(args, &op));
   return wait(*op);
 }
 
-Status Comm::run_lane(const OpArgs& a) {
+Status Comm::run_lane(const OpArgs& a, const SelectInput& si) {
   LaneOp lo;
-  lane_start(a, &lo);
+  lane_start(a, si, &lo);
   WaitPacer pacer(spin_rounds(true));
   for (;;) {
     bool done = false;

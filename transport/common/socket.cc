@@ -143,16 +143,26 @@ bool same_ip(const SockAddr& a, const SockAddr& b) {
 
 }  // namespace
 
-bool sockaddr_is_this_host(const SockAddr& addr) {
+std::vector<SockAddr> socket_own_addresses() {
+  std::vector<SockAddr> out;
+  for (const IfAddr& i : list_interfaces()) out.push_back(i.addr);
+  return out;
+}
+
+bool sockaddr_is_this_host(const SockAddr& addr, const std::vector<SockAddr>& own) {
   if (addr.family() == AF_INET &&
       (ntohl(reinterpret_cast<const sockaddr_in*>(addr.sa())->sin_addr.s_addr) >> 24) == 127)
     return true;
   if (addr.family() == AF_INET6 &&
       IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(addr.sa())->sin6_addr))
     return true;
-  for (const IfAddr& i : list_interfaces())
-    if (same_ip(i.addr, addr)) return true;
+  for (const SockAddr& a : own)
+    if (same_ip(a, addr)) return true;
   return false;
+}
+
+bool sockaddr_is_this_host(const SockAddr& addr) {
+  return sockaddr_is_this_host(addr, socket_own_addresses());
 }
 
 Status socket_local_address(SockAddr* out, std::string* ifname) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace zcx {
 
@@ -33,8 +34,12 @@ Status sockaddr_parse(const std::string& text, SockAddr* out);
 // ZCX_SOCKET_IFNAME, else the first up non-loopback interface, else loopback. Port 0.
 // *ifname receives the interface name.
 Status socket_local_address(SockAddr* out, std::string* ifname);
-// Whether addr (port ignored) reaches this host: a loopback address or one of its own.
-bool sockaddr_is_this_host(const SockAddr& addr);
+// This host's addresses (interfaces that are up; ports 0), for sockaddr_is_this_host.
+std::vector<SockAddr> socket_own_addresses();
+// Whether addr (port ignored) reaches this host: a loopback address or one in `own`
+// (socket_own_addresses(), listed once by the caller: it asks the kernel).
+bool sockaddr_is_this_host(const SockAddr& addr, const std::vector<SockAddr>& own);
+bool sockaddr_is_this_host(const SockAddr& addr);  // lists the addresses itself
 
 // Non-blocking, close-on-exec TCP listener bound to addr (port 0 picks one); *bound gets
 // the actual address.

@@ -79,6 +79,7 @@ struct Context {
   int pid = 0;
   SockAddr addr;
   std::string ifname;
+  std::vector<SockAddr> own_addrs;  // this host's addresses: is a peer on this host?
   zcx_device_props_t props{};
   int ndev = 0;   // 0 when ZCX_SOCKET_IFNAME matches no interface
   std::mutex mu;  // guards connecting

@@ -36,6 +36,7 @@ void pci_path_of(const std::string& ifname, char* out, size_t cap) {
 Status device_discover(Context* ctx) {
   ctx->ndev = 0;
   ZCX_TRY(socket_local_address(&ctx->addr, &ctx->ifname));
+  ctx->own_addrs = socket_own_addresses();
   ctx->ndev = 1;
   zcx_device_props_t& p = ctx->props;
   memset(&p, 0, sizeof p);

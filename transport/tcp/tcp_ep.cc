@@ -249,8 +249,8 @@ Status connector_start(Context* ctx, const HandleInfo& target, std::unique_ptr<C
   auto c = std::make_unique<Connector>();
   c->target = target;
   c->conn_id = random_u64();
-  c->layout = Layout{config_nsocks(sockaddr_is_this_host(target.addr)), config_inline(),
-                     config_chunk()};
+  c->layout = Layout{config_nsocks(sockaddr_is_this_host(target.addr, ctx->own_addrs)),
+                     config_inline(), config_chunk()};
   c->deadline_ns = now_ns() + timeout_ns();
   for (int i = 0; i < c->layout.nsocks; ++i) {
     Status s = socket_connect_start(target.addr, &c->fds[i]);
