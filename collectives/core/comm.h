@@ -35,6 +35,7 @@ struct LaneOp {
   bool published = false;
   int next = 0;  // first member whose contribution has not been seen
   uint32_t idle = 0;
+  uint64_t moves = 0;    // waits that ended (a member was found ready): restarts the spinning
   int64_t moved_ns = 0;  // 0 until the first stall
   int64_t member_check_ns = 0;
   // The bulk lane (core/lane_bulk.cc): an operation larger than a slot, round by round.
@@ -91,6 +92,13 @@ class WaitPacer {
     if (round_ % 64 == 0) napping_ = now_ns() - last_moved() > kNapAfterIdleNs;
     if (napping_) std::this_thread::sleep_for(std::chrono::microseconds(50));
     else std::this_thread::yield();
+  }
+  // The operation moved: its next wait spins again before it yields. (A bulk-lane operation
+  // waits twice per round; without this, every wait after its first 1024 polls in all
+  // yielded at once.)
+  void moved() {
+    round_ = 0;
+    napping_ = false;
   }
 
  private:

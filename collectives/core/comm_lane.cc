@@ -129,6 +129,7 @@ Status Comm::run_lane(const OpArgs& a, const SelectInput& si) {
   WaitPacer pacer(spin_rounds(true));
   for (;;) {
     bool done = false;
+    const uint64_t moves = lo.moves;
     Status st = lane_progress(lo, &done);
     if (st == Status::kSuccess && !done && lane_context_turn()) st = ctx_->progress();
     if (st != Status::kSuccess) {
@@ -136,6 +137,7 @@ Status Comm::run_lane(const OpArgs& a, const SelectInput& si) {
       return st;
     }
     if (done) break;
+    if (lo.moves != moves) pacer.moved();
     pacer.pause([&lo] { return lo.last_moved_ns(); });
   }
   void* avg_buf = nullptr;
@@ -168,6 +170,7 @@ Status Comm::lane_progress(LaneOp& lo, bool* done) {
     if (!lane_->arrived(lo.next, lo.seq, &theirs)) return lane_stalled(lo, lo.next);
     if (theirs != lo.desc_hash) ZCX_TRY(lane_mismatch(lo, lo.next, lane_->desc(lo.next, lo.seq)));
     lo.idle = 0;
+    ++lo.moves;
     lo.moved_ns = 0;  // stamped at the next stall
   }
   if (lo.bulk) {

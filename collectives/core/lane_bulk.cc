@@ -244,6 +244,7 @@ Status Comm::bulk_await(LaneOp& lo, uint64_t step, bool* all) {
     if (lo.next == rank_) continue;
     if (!lane_->bulk_reached(lo.next, step)) return lane_stalled(lo, lo.next);
     lo.idle = 0;
+    ++lo.moves;
     lo.moved_ns = 0;
   }
   lo.next = 0;
