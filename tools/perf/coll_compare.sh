@@ -20,6 +20,16 @@
 #   --reps R      repetitions per measurement (default 5)
 #   --rows LIST   only these rows (ids above, comma separated; default: all)
 #   --logs DIR    keep every program's output there (default: a temporary folder, removed)
+#   --near NS     measure each system only while the two CPUs are "near": a cache line
+#                 bounced between CPUs 0 and 1 (tools/perf/line_bounce.c) takes under NS ns
+#                 one-way. Waits up to --near-wait seconds (default 300) for that before a
+#                 measurement and measures again (at most twice) when the placement moved
+#                 during it. Without --near, every system is measured once, wherever it lands.
+# On a VM the hypervisor moves the two vCPUs: on this project's 2-CPU VM the line takes about
+# 60 ns when they share a cache and 300-350 ns when they do not, and every transfer between
+# the ranks (shared memory and loopback TCP alike; zcx, Open MPI and Gloo alike) slows by up
+# to 3-4x with it, for seconds to minutes. So each cell's placement is printed, line one-way
+# ns before/after, and only cells measured in the same placement compare.
 # Everything runs at normal priority: unlike shm_compare.sh there is no RT="chrt -f" option,
 # because Open MPI's pml ucx ranks under SCHED_FIFO spun for minutes on this 2-CPU VM (their
 # helper threads starved) and held both CPUs away from everyone else.
@@ -32,13 +42,17 @@ build=build
 reps=5
 only=""
 logs=""
+near=""
+near_wait=300
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --rows) only=$2; shift 2 ;;
     --logs) logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --near) near=$2; shift 2 ;;
+    --near-wait) near_wait=$2; shift 2 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coll_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -71,6 +85,7 @@ trap 'rm -rf "$work"' EXIT
 out=${logs:-$work}
 mkdir -p "$out" || exit 2
 mpicc -O2 -o "$work/mpi_allreduce" "$here/mpi_allreduce.c" || { echo "coll_compare.sh: mpicc failed" >&2; exit 2; }
+cc -O2 -o "$work/line_bounce" "$here/line_bounce.c" || { echo "coll_compare.sh: cc failed" >&2; exit 2; }
 have_gloo=0
 if [ -f /usr/include/gloo/allreduce.h ] && command -v g++ >/dev/null; then
   g++ -O2 -std=c++17 -o "$work/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -lpthread &&
@@ -138,7 +153,42 @@ if None not in (s["median"], s["min"], s["max"]):  # null: not finite
 PY
 }
 
+# The placement of the two CPUs: one-way ns of a bounced cache line ("?" if it cannot run).
+line_ns() { "$work/line_bounce" 100000 2>/dev/null || echo "?"; }
+is_near() { awk -v a="$1" -v b="$near" 'BEGIN { exit !(a != "?" && a + 0 < b + 0) }'; }
+# Prints the placement once it is near, or the last reading when --near-wait ran out (status 1).
+await_near() {
+  local deadline=$((SECONDS + near_wait)) ns
+  while :; do
+    ns=$(line_ns)
+    is_near "$ns" && { echo "$ns"; return 0; }
+    [ $SECONDS -ge "$deadline" ] && { echo "$ns"; return 1; }
+    sleep 2
+  done
+}
+# Runs one system's measurement of a row; PLACE[row,system] = "before/after" line ns.
+measure() {  # $1 row id, $2 system, $3.. the runner's arguments
+  local id=$1 sys=$2 before after try tries=1
+  shift 2
+  [ -n "$near" ] && tries=3
+  for try in $(seq $tries); do
+    if [ -n "$near" ]; then
+      before=$(await_near) ||
+        echo "# $id: $sys: CPUs not near within ${near_wait}s (line $before ns); measuring anyway" >&2
+    else
+      before=$(line_ns)
+    fi
+    "run_$sys" "$@" || return 1
+    after=$(line_ns)
+    PLACE[$id,$sys]="$before/$after"
+    [ -z "$near" ] || is_near "$after" && return 0
+    [ "$try" -lt $tries ] && echo "# $id: $sys: the CPUs moved apart during the run (line $before -> $after ns); again" >&2
+  done
+  return 0
+}
+
 declare -A RES  # RES[row,system] = "median min max wrong" (empty: failed or not run)
+declare -A PLACE
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "# coll_compare.sh on $(hostname), $(nproc) cores, load average $load_before, reps $reps" >&2
 for spec in "${ROWS[@]}"; do
@@ -148,7 +198,7 @@ for spec in "${ROWS[@]}"; do
     [ $sys = gloo ] && [ $have_gloo = 0 ] && continue
     echo "# $id: $sys ..." >&2
     f="$out/$id.$sys"
-    if ! "run_$sys" "$np" "$prov" "$bytes" "$iters" "$warm" "$f"; then
+    if ! measure "$id" "$sys" "$np" "$prov" "$bytes" "$iters" "$warm" "$f"; then
       echo "# $id: $sys failed; its output ends:" >&2
       tail -5 "$f" >&2
     fi
@@ -203,8 +253,8 @@ echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $(nproc) CPUs" \
      "after: $load_after; reps $reps; Open MPI $(mpirun --version 2>/dev/null | head -1 |
      awk '{print $NF}')"
 echo
-echo "| row | ranks | transport | size | metric | zcx | Open MPI ob1 | Open MPI ucx | Gloo ring (tcp) | zcx / peer | target | result |"
-echo "|---|---:|---|---:|---|---|---|---|---|---:|---|---|"
+echo "| row | ranks | transport | size | metric | zcx | Open MPI ob1 | Open MPI ucx | Gloo ring (tcp) | zcx / peer | target | result | CPU line ns |"
+echo "|---|---:|---|---:|---|---|---|---|---|---:|---|---|---|"
 for spec in "${ROWS[@]}"; do
   read -r id np prov bytes iters warm metric rule target peer <<< "$spec"
   [ -n "$only" ] && [[ ",$only," != *",$id,"* ]] && continue
@@ -212,14 +262,19 @@ for spec in "${ROWS[@]}"; do
   [ "$verdict" = met ] || status=1
   unit="busbw GB/s"; [ "$metric" = lat ] && unit="time us"
   gloo_cell="-"; [ $have_gloo = 1 ] && gloo_cell=$(cell "${RES[$id,gloo]:-}" "$metric")
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$id" "$np" "$prov" \
+  place="${PLACE[$id,zcx]:--} ${PLACE[$id,ob1]:--} ${PLACE[$id,ucx]:--}"
+  [ $have_gloo = 1 ] && place+=" ${PLACE[$id,gloo]:--}"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$id" "$np" "$prov" \
     "$(size_text "$bytes")" "$unit" "$(cell "${RES[$id,zcx]:-}" "$metric")" \
     "$(cell "${RES[$id,ob1]:-}" "$metric")" "$(cell "${RES[$id,ucx]:-}" "$metric")" \
-    "$gloo_cell" "$ratio" "$(target_text "$rule" "$target" "$peer" "$metric")" "$verdict"
+    "$gloo_cell" "$ratio" "$(target_text "$rule" "$target" "$peer" "$metric")" "$verdict" "$place"
 done
 echo
 echo "Cells: median (min-max) over $reps repetitions, out-of-place, time averaged over the ranks."
 echo "zcx / peer: zcx median over the peer's (Gloo on tcp-256M, otherwise the faster Open MPI pml;"
 echo "for the latency row a time ratio, lower is better). ob1 uses the vader BTL on shm rows and"
 echo "the tcp BTL on tcp-256M; pml ucx its shared-memory transports, or UCX_TLS=tcp,self on tcp-256M."
+echo "CPU line ns: one-way time of a cache line bounced between CPUs 0 and 1 before/after each"
+echo "system's measurement (zcx, ob1, ucx[, gloo]): where the hypervisor placed the two vCPUs."
+[ -n "$near" ] && echo "Measured with --near $near: each system waited for a line time under $near ns."
 exit $status

@@ -56,36 +56,7 @@ ucx() {  # ucx <lat|bw> <size> <UCX_TLS>
 }
 
 # The hardware floor: one cache line bounced between two pinned processes (no library).
-cat > "$TMP/floor.c" <<'C'
-#define _GNU_SOURCE
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-static void pin(int c) { cpu_set_t s; CPU_ZERO(&s); CPU_SET(c, &s); sched_setaffinity(0, sizeof s, &s); }
-int main(void) {
-  char* m = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  _Atomic long *a = (void*)m, *b = (void*)(m + 256);
-  long n = 1000000;
-  if (fork() == 0) {
-    pin(1);
-    for (long i = 1; i <= n; i++) { while (atomic_load(a) != i) {} atomic_store(b, i); }
-    _exit(0);
-  }
-  pin(0);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (long i = 1; i <= n; i++) { atomic_store(a, i); while (atomic_load(b) != i) {} }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  wait(0);
-  printf("%.3f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n / 2 / 1e3);
-  return 0;
-}
-C
-cc -O2 -o "$TMP/floor" "$TMP/floor.c"
+cc -O2 -o "$TMP/floor" "$(dirname "$0")/line_bounce.c"
 
 zcx_auto() { zcx "$1" "$2"; }
 zcx_cma() { zcx "$1" "$2" ZCX_SHM_LARGE=cma; }
@@ -104,7 +75,7 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 declare -A VALS
 for rep in $(seq "$REPS"); do
   echo "rep $rep/$REPS ..." >&2
-  VALS[floor]+="$($RT "$TMP/floor") "
+  VALS[floor]+="$($RT "$TMP/floor" 1000000 | awk '{printf "%.3f", $1 / 1000}') "
   for i in "${!SYSTEMS[@]}"; do
     for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(${FUNCS[$i]} lat "$s") "; done
     for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(${FUNCS[$i]} bw "$s") "; done
