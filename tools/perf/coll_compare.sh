@@ -26,10 +26,11 @@
 #                 measurement and measures again (at most twice) when the placement moved
 #                 during it. Without --near, every system is measured once, wherever it lands.
 # On a VM the hypervisor moves the two vCPUs: on this project's 2-CPU VM the line takes about
-# 60 ns when they share a cache and 300-350 ns when they do not, and every transfer between
-# the ranks (shared memory and loopback TCP alike; zcx, Open MPI and Gloo alike) slows by up
-# to 3-4x with it, for seconds to minutes. So each cell's placement is printed, line one-way
-# ns before/after, and only cells measured in the same placement compare.
+# 60 ns when they share a cache and 250-350 ns when they do not, for seconds to minutes at a
+# time. What moves data between the ranks' caches slows with it: zcx's 32 MiB allreduce ran
+# at 6.2-6.6 GB/s near and 1.9-2.0 far, a bare loopback TCP ping-pong took 4.1 and 6.1 us;
+# Open MPI's ob1 at 32 MiB stayed at 1.3-1.5 either way. So each cell's placement is printed
+# (line one-way ns before/after), and only cells measured in the same placement compare.
 # Everything runs at normal priority: unlike shm_compare.sh there is no RT="chrt -f" option,
 # because Open MPI's pml ucx ranks under SCHED_FIFO spun for minutes on this 2-CPU VM (their
 # helper threads starved) and held both CPUs away from everyone else.
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
     --logs) logs=$2; shift 2 ;;
     --near) near=$2; shift 2 ;;
     --near-wait) near_wait=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coll_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -1,9 +1,9 @@
 /* line_bounce: the CPU-to-CPU floor of this host, with no library in the way. Two processes,
  * pinned to CPUs A and B (default 0 and 1), bounce one cache line; prints the one-way time in
  * nanoseconds. On a VM this moves with where the hypervisor places the two vCPUs (on this
- * project's 2-CPU VM: about 60 ns when they share a cache, 300-350 ns when they do not), and
- * every shared-memory transfer between ranks moves with it, so the compare scripts print it
- * before and after each measurement.
+ * project's 2-CPU VM: about 60 ns when they share a cache, 250-350 ns when they do not, once
+ * 23 ns), and transfers between the ranks' caches move with it, so the compare scripts print
+ * it before and after each measurement.
  * usage: line_bounce [iterations] [cpu A] [cpu B]   (cc -O2 -o line_bounce line_bounce.c) */
 #define _GNU_SOURCE
 #include <sched.h>
