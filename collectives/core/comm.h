@@ -169,6 +169,7 @@ class Comm final : public PeerLinks {
   Status bulk_await(LaneOp& lo, uint64_t step, bool* all);
   void bulk_copy_in(const LaneOp& lo);
   void bulk_reduce(const LaneOp& lo);
+  void bulk_copy_own(const LaneOp& lo);
   void bulk_gather(const LaneOp& lo);
   void bulk_copy_out(const LaneOp& lo);
   bool lane_context_turn();
