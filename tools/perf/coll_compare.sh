@@ -20,17 +20,20 @@
 #   --reps R      repetitions per measurement (default 5)
 #   --rows LIST   only these rows (ids above, comma separated; default: all)
 #   --logs DIR    keep every program's output there (default: a temporary folder, removed)
-#   --near NS     measure each system only while the two CPUs are "near": a cache line
-#                 bounced between CPUs 0 and 1 (tools/perf/line_bounce.c) takes under NS ns
-#                 one-way. Waits up to --near-wait seconds (default 300) for that before a
-#                 measurement and measures again (at most twice) when the placement moved
-#                 during it. Without --near, every system is measured once, wherever it lands.
-# On a VM the hypervisor moves the two vCPUs: on this project's 2-CPU VM the line takes about
-# 60 ns when they share a cache and 250-350 ns when they do not, for seconds to minutes at a
-# time. What moves data between the ranks' caches slows with it: zcx's 32 MiB allreduce ran
-# at 6.2-6.6 GB/s near and 1.9-2.0 far, a bare loopback TCP ping-pong took 4.1 and 6.1 us;
-# Open MPI's ob1 at 32 MiB stayed at 1.3-1.5 either way. So each cell's placement is printed
-# (line one-way ns before/after), and only cells measured in the same placement compare.
+#   --near LO-HI  measure each system only while a cache line bounced between CPUs 0 and 1
+#                 (tools/perf/line_bounce.c) takes LO to HI ns one-way, e.g. 40-150: two
+#                 cores that share a cache. Waits up to --near-wait seconds (default 300) for
+#                 that before a measurement and measures again (at most twice) when the
+#                 placement moved during it. Without --near, every system is measured once,
+#                 wherever it lands.
+# On a VM the hypervisor moves the two vCPUs, for seconds to minutes at a time. On this
+# project's 2-CPU VM the line takes 45-80 ns when they are two cores that share a cache,
+# 250-350 ns when they do not, and 20-30 ns when they are the two threads of one core. What
+# moves data between the ranks' caches slows with distance: zcx's 32 MiB allreduce ran at
+# 6.2-6.6 GB/s near and 1.9-2.0 far, a bare loopback TCP ping-pong took 4.1 and 6.1 us;
+# Open MPI's ob1 at 32 MiB stayed at 1.3-1.5 either way. Two threads of one core share its
+# caches and its memory bandwidth. So each cell's placement is printed (line one-way ns
+# before/after), and only cells measured in the same placement compare.
 # Everything runs at normal priority: unlike shm_compare.sh there is no RT="chrt -f" option,
 # because Open MPI's pml ucx ranks under SCHED_FIFO spun for minutes on this 2-CPU VM (their
 # helper threads starved) and held both CPUs away from everyone else.
@@ -53,10 +56,15 @@ while [ $# -gt 0 ]; do
     --logs) logs=$2; shift 2 ;;
     --near) near=$2; shift 2 ;;
     --near-wait) near_wait=$2; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coll_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [ -n "$near" ] && ! [[ $near =~ ^[0-9]+-[0-9]+$ ]]; then
+  echo "coll_compare.sh: --near wants LO-HI in ns, e.g. 40-150 (got '$near')" >&2; exit 2
+fi
+[[ $near_wait =~ ^[0-9]+$ ]] || { echo "coll_compare.sh: --near-wait wants seconds" >&2; exit 2; }
 
 #      id        ranks provider bytes     iters warm-up metric rule  target peer
 ROWS=("shm-8B    2     shm      8         1000  100     lat    le    0.2    -"
@@ -156,7 +164,9 @@ PY
 
 # The placement of the two CPUs: one-way ns of a bounced cache line ("?" if it cannot run).
 line_ns() { "$work/line_bounce" 100000 2>/dev/null || echo "?"; }
-is_near() { awk -v a="$1" -v b="$near" 'BEGIN { exit !(a != "?" && a + 0 < b + 0) }'; }
+is_near() {
+  awk -v a="$1" -v r="$near" 'BEGIN { split(r, b, "-"); exit !(a != "?" && a + 0 >= b[1] + 0 && a + 0 <= b[2] + 0) }'
+}
 # Prints the placement once it is near, or the last reading when --near-wait ran out (status 1).
 await_near() {
   local deadline=$((SECONDS + near_wait)) ns
@@ -277,5 +287,5 @@ echo "for the latency row a time ratio, lower is better). ob1 uses the vader BTL
 echo "the tcp BTL on tcp-256M; pml ucx its shared-memory transports, or UCX_TLS=tcp,self on tcp-256M."
 echo "CPU line ns: one-way time of a cache line bounced between CPUs 0 and 1 before/after each"
 echo "system's measurement (zcx, ob1, ucx[, gloo]): where the hypervisor placed the two vCPUs."
-[ -n "$near" ] && echo "Measured with --near $near: each system waited for a line time under $near ns."
+[ -n "$near" ] && echo "Measured with --near $near: each system waited for a line time of $near ns."
 exit $status
