@@ -30,7 +30,7 @@
 # project's 2-CPU VM the line takes 45-80 ns when they are two cores that share a cache,
 # 250-350 ns when they do not, and 20-30 ns when they are the two threads of one core. What
 # moves data between the ranks' caches slows with distance: zcx's 32 MiB allreduce ran at
-# 6.2-6.6 GB/s near and 1.9-2.0 far, a bare loopback TCP ping-pong took 4.1 and 6.1 us;
+# 6.1-6.6 GB/s near and 1.9-3.0 far, a bare loopback TCP ping-pong took 4.1 and 6.1 us;
 # Open MPI's ob1 at 32 MiB stayed at 1.3-1.5 either way. Two threads of one core share its
 # caches and its memory bandwidth. So each cell's placement is printed (line one-way ns
 # before/after), and only cells measured in the same placement compare.
@@ -193,7 +193,7 @@ measure() {  # $1 row id, $2 system, $3.. the runner's arguments
     after=$(line_ns)
     PLACE[$id,$sys]="$before/$after"
     [ -z "$near" ] || is_near "$after" && return 0
-    [ "$try" -lt $tries ] && echo "# $id: $sys: the CPUs moved apart during the run (line $before -> $after ns); again" >&2
+    [ "$try" -lt $tries ] && echo "# $id: $sys: the placement moved during the run (line $before -> $after ns); again" >&2
   done
   return 0
 }
