@@ -5,6 +5,8 @@
 #
 #   tools/perf/shm_compare.sh [build-dir]        (default: build; REPS=5 by default)
 #   RT="chrt -f 10" REPS=5 tools/perf/shm_compare.sh build     (on a busy shared machine)
+#   NEAR=40-150 tools/perf/shm_compare.sh build   (each system waits for two CPUs that share
+#                                                   a cache: see the floor below)
 #
 # Method, the same for every system: ranks pinned to CPUs 0 and 1; latency = ping-pong
 # round trip / 2 (average); bandwidth = windows of 64 back-to-back non-blocking sends plus
@@ -55,8 +57,25 @@ ucx() {  # ucx <lat|bw> <size> <UCX_TLS>
   wait $srv 2>/dev/null || true
 }
 
-# The hardware floor: one cache line bounced between two pinned processes (no library).
+# The hardware floor: one cache line bounced between two pinned processes (no library). The
+# same probe reads where the hypervisor placed the two vCPUs before and after each system's
+# measurements (see tools/perf/coll_compare.sh, --near): with NEAR=LO-HI each system waits,
+# up to NEAR_WAIT seconds (default 300), for a one-way line time of LO to HI ns first.
 cc -O2 -o "$TMP/floor" "$(dirname "$0")/line_bounce.c"
+line_ns() { "$TMP/floor" 100000 2>/dev/null | cut -d. -f1 || echo "?"; }
+in_near() { awk -v a="$1" -v r="$NEAR" 'BEGIN { split(r, b, "-"); exit !(a != "?" && a + 0 >= b[1] + 0 && a + 0 <= b[2] + 0) }'; }
+await_placement() {  # prints the reading it measures at
+  local deadline=$((SECONDS + ${NEAR_WAIT:-300})) ns
+  ns=$(line_ns)
+  while [[ -n ${NEAR:-} ]] && ! in_near "$ns" && [ $SECONDS -lt "$deadline" ]; do
+    sleep 2
+    ns=$(line_ns)
+  done
+  echo "$ns"
+}
+if [[ -n ${NEAR:-} && ! $NEAR =~ ^[0-9]+-[0-9]+$ ]]; then
+  echo "NEAR wants LO-HI in ns, e.g. 40-150 (got '$NEAR')" >&2; exit 2
+fi
 
 zcx_auto() { zcx "$1" "$2"; }
 zcx_cma() { zcx "$1" "$2" ZCX_SHM_LARGE=cma; }
@@ -77,9 +96,11 @@ for rep in $(seq "$REPS"); do
   echo "rep $rep/$REPS ..." >&2
   VALS[floor]+="$($RT "$TMP/floor" 1000000 | awk '{printf "%.3f", $1 / 1000}') "
   for i in "${!SYSTEMS[@]}"; do
+    before=$(await_placement)
     for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(${FUNCS[$i]} lat "$s") "; done
     for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(${FUNCS[$i]} bw "$s") "; done
     VALS[$i,bw1]+="$(${FUNCS[$i]} bw1 67108864) "
+    VALS[$i,place]+="$before/$(line_ns) "
   done
 done
 med() { tr ' ' '\n' <<< "${VALS[$1]}" | grep -v '^$' | median; }
@@ -89,10 +110,13 @@ echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(lscpu | sed -n 's/
      "REPS=$REPS (medians)${RT:+, run under '$RT'}"
 echo "Hardware floor (one cache line bounced between the two CPUs, no library): $(med floor) us one-way"
 echo
-echo "| system | 8 B lat (us) | 4 KiB lat (us) | 64 KiB bw (GB/s) | 1 MiB bw (GB/s) | 64 MiB bw (GB/s) | 64 MiB bw, 1 in flight (GB/s) |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| system | 8 B lat (us) | 4 KiB lat (us) | 64 KiB bw (GB/s) | 1 MiB bw (GB/s) | 64 MiB bw (GB/s) | 64 MiB bw, 1 in flight (GB/s) | CPU line ns |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|"
 for i in "${!SYSTEMS[@]}"; do
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "${SYSTEMS[$i]}" "$(med "$i,lat,8")" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "${SYSTEMS[$i]}" "$(med "$i,lat,8")" \
     "$(med "$i,lat,4096")" "$(med "$i,bw,65536")" "$(med "$i,bw,1048576")" \
-    "$(med "$i,bw,67108864")" "$(med "$i,bw1")"
+    "$(med "$i,bw,67108864")" "$(med "$i,bw1")" "${VALS[$i,place]% }"
 done
+echo
+echo "CPU line ns: one-way time of a cache line bounced between CPUs 0 and 1 before/after each"
+echo "system's measurements, one pair per repetition${NEAR:+; each waited for $NEAR ns (NEAR)}."
