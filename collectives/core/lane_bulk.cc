@@ -77,6 +77,9 @@ bool reduces(CollKind k) {
   return k == CollKind::kAllreduce || k == CollKind::kReduce || k == CollKind::kReducescatter;
 }
 
+// Whether an operation whose receive buffer takes `output_bytes` writes it past the caches.
+bool streams(size_t output_bytes) { return output_bytes >= kNtMinParam.get(); }
+
 void copy(void* dst, const void* src, size_t n, bool stream) {
   if (dst != src && n > 0) copy_maybe_streaming(dst, src, n, stream);  // in place: nothing
 }
@@ -155,7 +158,7 @@ void result_copies(const SharedLane& lane, int rank, int nranks, const LaneOp& l
   if (!takes_results(a, rank)) return;
   const size_t es = a.esize();
   const RoundShape s = round_shape(a, round, lane.bulk_piece(), nranks);
-  const bool stream = a.count * es >= kNtMinParam.get();
+  const bool stream = streams(a.count * es);
   auto* recv = static_cast<uint8_t*>(a.recvbuf) + s.first * es;
   for (int j = 0; j < nranks; ++j)
     if (j != rank) out->add(recv + s.begin(j) * es, lane.bulk_result(j), s.len(j) * es, stream);
@@ -227,7 +230,7 @@ void Comm::bulk_copy_own(const LaneOp& lo) {
   const size_t es = a.esize();
   const RoundShape s = round_shape(lo, lane_->bulk_piece(), nranks());
   auto* recv = static_cast<uint8_t*>(a.recvbuf) + (s.first + s.begin(rank_)) * es;
-  copy(recv, lane_->bulk_result(rank_), s.len(rank_) * es, a.count * es >= kNtMinParam.get());
+  copy(recv, lane_->bulk_result(rank_), s.len(rank_) * es, streams(a.count * es));
 }
 
 // Step 2 of an allgather or a broadcast: every stage (the root's) into the receive buffer.
@@ -239,12 +242,12 @@ void Comm::bulk_gather(const LaneOp& lo) {
   const auto* send = static_cast<const uint8_t*>(a.sendbuf);
   auto* recv = static_cast<uint8_t*>(a.recvbuf);
   if (a.kind == CollKind::kBroadcast) {
-    const bool stream = a.count * es >= kNtMinParam.get();
+    const bool stream = streams(a.count * es);
     const uint8_t* from = rank_ == a.root ? send + s.first * es : lane_->bulk_stage(a.root);
     copy(recv + s.first * es, from, s.total * es, stream);
     return;
   }
-  const bool stream = a.count * es * nranks() >= kNtMinParam.get();
+  const bool stream = streams(a.count * es * nranks());
   for (int j = 0; j < nranks(); ++j)
     copy(recv + (a.count * j + s.first) * es,
          j == rank_ ? send + s.first * es : lane_->bulk_stage(j), s.total * es, stream);
