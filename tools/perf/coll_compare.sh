@@ -61,7 +61,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ -n "$near" ] && ! [[ $near =~ ^[0-9]+-[0-9]+$ ]]; then
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/placement.sh"
+if [ -n "$near" ] && ! placement_range_ok "$near"; then
   echo "coll_compare.sh: --near wants LO-HI in ns, e.g. 40-150 (got '$near')" >&2; exit 2
 fi
 [[ $near_wait =~ ^[0-9]+$ ]] || { echo "coll_compare.sh: --near-wait wants seconds" >&2; exit 2; }
@@ -74,7 +76,6 @@ ROWS=("shm-8B    2     shm      8         1000  100     lat    le    0.2    -"
       "tcp-256M  2     tcp      268435456 10    2       bw     ratio 2      gloo"
       "shm4-64M  4     shm      67108864  10    2       bw     ratio 2      mpi")
 
-here=$(cd "$(dirname "$0")" && pwd)
 zcx_run=${ZCX_RUN:-$build/tools/run/zcx-run}
 zcx_perf=${ZCX_PERF:-$build/tools/perf/zcx-perf}
 missing=()
@@ -94,7 +95,7 @@ trap 'rm -rf "$work"' EXIT
 out=${logs:-$work}
 mkdir -p "$out" || exit 2
 mpicc -O2 -o "$work/mpi_allreduce" "$here/mpi_allreduce.c" || { echo "coll_compare.sh: mpicc failed" >&2; exit 2; }
-cc -O2 -o "$work/line_bounce" "$here/line_bounce.c" || { echo "coll_compare.sh: cc failed" >&2; exit 2; }
+placement_build "$work" || { echo "coll_compare.sh: cc failed" >&2; exit 2; }
 have_gloo=0
 if [ -f /usr/include/gloo/allreduce.h ] && command -v g++ >/dev/null; then
   g++ -O2 -std=c++17 -o "$work/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -lpthread &&
@@ -162,21 +163,6 @@ if None not in (s["median"], s["min"], s["max"]):  # null: not finite
 PY
 }
 
-# The placement of the two CPUs: one-way ns of a bounced cache line ("?" if it cannot run).
-line_ns() { "$work/line_bounce" 100000 2>/dev/null || echo "?"; }
-is_near() {
-  awk -v a="$1" -v r="$near" 'BEGIN { split(r, b, "-"); exit !(a != "?" && a + 0 >= b[1] + 0 && a + 0 <= b[2] + 0) }'
-}
-# Prints the placement once it is near, or the last reading when --near-wait ran out (status 1).
-await_near() {
-  local deadline=$((SECONDS + near_wait)) ns
-  while :; do
-    ns=$(line_ns)
-    is_near "$ns" && { echo "$ns"; return 0; }
-    [ $SECONDS -ge "$deadline" ] && { echo "$ns"; return 1; }
-    sleep 2
-  done
-}
 # Runs one system's measurement of a row; PLACE[row,system] = "before/after" line ns.
 measure() {  # $1 row id, $2 system, $3.. the runner's arguments
   local id=$1 sys=$2 before after try tries=1
@@ -184,15 +170,15 @@ measure() {  # $1 row id, $2 system, $3.. the runner's arguments
   [ -n "$near" ] && tries=3
   for try in $(seq $tries); do
     if [ -n "$near" ]; then
-      before=$(await_near) ||
+      before=$(placement_await "$near" "$near_wait") ||
         echo "# $id: $sys: CPUs not near within ${near_wait}s (line $before ns); measuring anyway" >&2
     else
-      before=$(line_ns)
+      before=$(placement_ns)
     fi
     "run_$sys" "$@" || return 1
-    after=$(line_ns)
+    after=$(placement_ns)
     PLACE[$id,$sys]="$before/$after"
-    [ -z "$near" ] || is_near "$after" && return 0
+    [ -z "$near" ] || placement_in "$near" "$after" && return 0
     [ "$try" -lt $tries ] && echo "# $id: $sys: the placement moved during the run (line $before -> $after ns); again" >&2
   done
   return 0

@@ -61,21 +61,18 @@ ucx() {  # ucx <lat|bw> <size> <UCX_TLS>
 # same probe reads where the hypervisor placed the two vCPUs before and after each system's
 # measurements (see tools/perf/coll_compare.sh, --near): with NEAR=LO-HI each system waits,
 # up to NEAR_WAIT seconds (default 300), for a one-way line time of LO to HI ns first.
-cc -O2 -o "$TMP/floor" "$(dirname "$0")/line_bounce.c"
-line_ns() { "$TMP/floor" 100000 2>/dev/null | cut -d. -f1 || echo "?"; }
-in_near() { awk -v a="$1" -v r="$NEAR" 'BEGIN { split(r, b, "-"); exit !(a != "?" && a + 0 >= b[1] + 0 && a + 0 <= b[2] + 0) }'; }
-await_placement() {  # prints the reading it measures at
-  local deadline=$((SECONDS + ${NEAR_WAIT:-300})) ns
-  ns=$(line_ns)
-  while [[ -n ${NEAR:-} ]] && ! in_near "$ns" && [ $SECONDS -lt "$deadline" ]; do
-    sleep 2
-    ns=$(line_ns)
-  done
-  echo "$ns"
-}
-if [[ -n ${NEAR:-} && ! $NEAR =~ ^[0-9]+-[0-9]+$ ]]; then
+source "$(dirname "$0")/placement.sh"
+placement_build "$TMP"
+NEAR=${NEAR:-}
+if [[ -n $NEAR ]] && ! placement_range_ok "$NEAR"; then
   echo "NEAR wants LO-HI in ns, e.g. 40-150 (got '$NEAR')" >&2; exit 2
 fi
+# The reading a system starts at (after waiting for NEAR, when set; a wait that runs out
+# measures anyway, and the reading shows it).
+placement_start() {
+  if [[ -n $NEAR ]]; then placement_await "$NEAR" "${NEAR_WAIT:-300}" || true
+  else placement_ns; fi
+}
 
 zcx_auto() { zcx "$1" "$2"; }
 zcx_cma() { zcx "$1" "$2" ZCX_SHM_LARGE=cma; }
@@ -94,13 +91,13 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 declare -A VALS
 for rep in $(seq "$REPS"); do
   echo "rep $rep/$REPS ..." >&2
-  VALS[floor]+="$($RT "$TMP/floor" 1000000 | awk '{printf "%.3f", $1 / 1000}') "
+  VALS[floor]+="$($RT "$PLACEMENT_PROBE" 1000000 | awk '{printf "%.3f", $1 / 1000}') "
   for i in "${!SYSTEMS[@]}"; do
-    before=$(await_placement)
+    before=$(placement_start)
     for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(${FUNCS[$i]} lat "$s") "; done
     for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(${FUNCS[$i]} bw "$s") "; done
     VALS[$i,bw1]+="$(${FUNCS[$i]} bw1 67108864) "
-    VALS[$i,place]+="$before/$(line_ns) "
+    VALS[$i,place]+="$before/$(placement_ns) "
   done
 done
 med() { tr ' ' '\n' <<< "${VALS[$1]}" | grep -v '^$' | median; }
