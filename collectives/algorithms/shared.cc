@@ -20,6 +20,21 @@ size_t shared_contribution(const OpArgs& a, const void** data) {
   }
 }
 
+namespace {
+
+// Rank r's contribution. A rank reads its own from its send buffer, not from its slot: a
+// peer polling the slot has just pulled that line away (on this VM's AMD hosts a read of a
+// line another core wrote moves it), and reading it back cost a second hand-off per
+// operation. In place, rank r >= 2's send buffer already holds the partial result.
+const uint8_t* contribution(const OpArgs& a, const SharedLane& lane, uint64_t seq, int r,
+                            size_t bytes) {
+  const bool own_intact = a.sendbuf != a.recvbuf || r <= 1;
+  if (r == a.rank && own_intact) return static_cast<const uint8_t*>(a.sendbuf);
+  return lane.data(r, seq, bytes);
+}
+
+}  // namespace
+
 void shared_finish(const OpArgs& a, const SharedLane& lane, uint64_t seq) {
   const size_t bytes = a.count * a.esize();
   auto* out = static_cast<uint8_t*>(a.recvbuf);
@@ -28,8 +43,10 @@ void shared_finish(const OpArgs& a, const SharedLane& lane, uint64_t seq) {
     case CollKind::kAllreduce:
     case CollKind::kReduce:
       if (a.kind == CollKind::kReduce && a.rank != a.root) return;
-      reduce(a.dtype, a.op, out, lane.data(0, seq, bytes), lane.data(1, seq, bytes), a.count);
-      for (int r = 2; r < a.nranks; ++r) reduce(a.dtype, a.op, out, out, lane.data(r, seq, bytes), a.count);
+      reduce(a.dtype, a.op, out, contribution(a, lane, seq, 0, bytes),
+             contribution(a, lane, seq, 1, bytes), a.count);
+      for (int r = 2; r < a.nranks; ++r)
+        reduce(a.dtype, a.op, out, out, contribution(a, lane, seq, r, bytes), a.count);
       return;
     case CollKind::kBroadcast: memcpy(out, lane.data(a.root, seq, bytes), bytes); return;
     case CollKind::kAllgather:
