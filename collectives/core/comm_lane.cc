@@ -160,7 +160,6 @@ Status Comm::lane_progress(LaneOp& lo, bool* done) {
   if (!lo.published) {
     const void* data = nullptr;
     size_t bytes = lo.bulk ? 0 : shared_contribution(lo.args, &data);
-    lane_->announce(rank_, lo.desc);
     lane_->publish(rank_, lo.seq, lo.desc, lo.desc_hash, data, bytes);
     lo.published = true;  // the clock is read only if a peer keeps us waiting
   }

@@ -8,9 +8,11 @@
 // slot of L only after it finished L-1, which needed every peer's L-1 contribution, which a
 // peer publishes only after it finished L-2 — the last read of the slot r now overwrites.
 //
-// Every member also announces the descriptor of each operation it starts (lane or not), so
-// that a rank waiting in the lane for a peer that called something else reports kMismatch
-// at once instead of timing out. The segment layout:
+// Every member also announces the descriptor of each operation it starts outside the lane,
+// so that a rank waiting in the lane for a peer that called something else reports
+// kMismatch at once instead of timing out. A lane operation's descriptor travels in its
+// slot; announcing it too would rewrite a line the waiting peers read, which costs the
+// next publication a hand-off. The segment layout:
 //   LaneHeader                  magic, token (marks the segment as this communicator's)
 //   Announce[nranks]            one line per rank: a seqlock around an OpDesc
 //   Slot[nranks][2]             one line: sequence, descriptor hash, up to kLaneInlineBytes
@@ -56,7 +58,8 @@ class SharedLane {
   uint64_t token() const { return token_; }
   void close_fd() { fd_.reset(); }
 
-  // Records the operation `rank` is starting (read by peers through announced()).
+  // Records the operation outside the lane `rank` is starting (read by peers through
+  // announced()).
   void announce(int rank, const OpDesc& d);
   // The last operation `rank` announced; false while it is being rewritten.
   bool announced(int rank, OpDesc* d) const;
