@@ -8,7 +8,9 @@
 //                  SlotHeader followed by inline payload. A slot is published by storing
 //                  its seq last (release); the receiver spins on that word, so an 8-byte
 //                  message costs one cache-line transfer.
-//   chunks[nchunks] byte stream for large messages (pipelined copy-in/copy-out).
+//   chunks[nchunks] byte stream for large messages (pipelined copy-in/copy-out). Pipelined
+//                  messages in flight together form an interleave group: the stream
+//                  carries their chunks round-robin (shm_interleave.cc).
 // Each line group is 128-byte aligned so the adjacent-line prefetcher cannot couple the
 // sender's and the receiver's lines. Every index and size read from the segment is treated
 // as untrusted and bounds-checked before use.
@@ -29,13 +31,16 @@
 namespace zcx::shm {
 
 inline constexpr uint32_t kSegMagic = 0x5353435a;  // "ZCSS"
-inline constexpr uint32_t kWireVersion = 1;
+inline constexpr uint32_t kWireVersion = 2;
 inline constexpr size_t kLineGroup = 128;
 inline constexpr int kMaxRecvs = 8;
 inline constexpr int kMaxRequests = 512;  // in flight per comm
 inline constexpr size_t kMaxMessage = size_t(1) << 40;
+inline constexpr int kMaxGroup = 64;  // pipelined messages in one interleave group
 
 enum SlotType : uint32_t { kSlotInline = 1, kSlotPipe = 2, kSlotCma = 3 };
+enum SendPhase { kSendNew = 0, kSendGroup, kSendCmaRdv, kSendCmaDone };
+enum RecvPhase { kRecvMatch = 0, kRecvCmaRead, kRecvCmaWait };
 enum class LargeMode { kPipeline, kCma, kAuto };
 
 struct SlotHeader {
@@ -43,7 +48,8 @@ struct SlotHeader {
   uint64_t size;
   int32_t tag;
   uint32_t type;              // SlotType
-  uint64_t addr;              // kSlotCma: the sender's buffer address
+  uint64_t aux;               // kSlotCma: the sender's buffer address; kSlotPipe: the seq
+                              // of the last message of its interleave group
 };
 static_assert(sizeof(SlotHeader) == 32);
 inline constexpr size_t kSlotHeaderBytes = sizeof(SlotHeader);
@@ -75,6 +81,8 @@ struct alignas(kLineGroup) ReceiverLine {
   std::atomic<uint64_t> heartbeat;
   std::atomic<uint32_t> closed;
   std::atomic<uint32_t> cma_ok;         // receiver could process_vm_readv the sender
+  std::atomic<uint64_t> posted;         // receive buffers posted so far: message seq <= posted
+                                        // has a receive waiting (bounds interleave groups)
 };
 
 // Ring geometry; validated before any offset is derived from it.
@@ -112,11 +120,10 @@ struct Request {
   const uint8_t* data = nullptr;
   size_t size = 0;
   int tag = 0;
-  size_t off = 0;
   // recv
   int n = 0;
   int nfilled = 0;
-  int cur = -1;          // buffer receiving a large message
+  int cur = -1;          // buffer receiving a CMA message
   size_t cur_size = 0;   // its size
   uint64_t cur_seq = 0;
   uint64_t cur_addr = 0;
@@ -127,6 +134,24 @@ struct Request {
   bool filled[kMaxRecvs] = {};
 };
 
+// An interleave group: pipelined messages whose chunks share the stream round-robin, one
+// chunk each in turn, in message order. Both sides derive that order from the sizes alone.
+// Members complete in message order, so that requests still complete in posting order.
+struct GroupMember {
+  Request* r = nullptr;
+  int buf = 0;       // receiver: which buffer of r
+  size_t size = 0;
+  size_t off = 0;    // bytes streamed
+};
+struct Interleave {
+  GroupMember m[kMaxGroup];
+  int n = 0;
+  int next = 0;      // member whose chunk is next in the stream
+  int finished = 0;  // members completed (a prefix)
+  bool streaming = false;  // receiver: copy out with non-temporal stores
+  bool active() const { return finished < n; }
+};
+
 // FIFO of in-flight requests plus the pool they come from.
 class RequestQueue {
  public:
@@ -135,6 +160,7 @@ class RequestQueue {
   void release(Request* r);
   void push(Request* r) { q_[tail_++ % kMaxRequests] = r; }
   Request* front() const { return head_ == tail_ ? nullptr : q_[head_ % kMaxRequests]; }
+  Request* at(size_t i) const { return q_[(head_ + i) % kMaxRequests]; }  // i < queued()
   void pop() { ++head_; }
   size_t queued() const { return static_cast<size_t>(tail_ - head_); }
 
@@ -165,6 +191,9 @@ struct Comm {
   uint64_t tail = 0;          // receiver: slots consumed; sender: cached peer tail
   uint64_t chunk_head = 0;
   uint64_t chunk_tail = 0;
+  uint64_t posted = 0;        // receiver: receive buffers posted (published in rline->posted)
+  Interleave group;           // pipelined messages streaming now
+  size_t chunk_budget = 0;    // chunks the progress call under way may still move
   bool cma_ok = false;        // sender: it may process_vm_writev into the receiver
   uint64_t cma_probe = 0;     // sender: word the acceptor reads to test CMA
   // Idle accounting for liveness/timeout checks and yielding.
@@ -203,16 +232,34 @@ Status connect(Context* ctx, const void* handle, Comm** out);
 Status accept(ListenComm* lc, Comm** out);
 Status comm_attach_views(Comm* c);
 
-// Data path (shm_progress.cc, shm_copy.cc).
+// Data path (shm_progress.cc, shm_interleave.cc, shm_copy.cc).
 Status isend(Comm* c, const void* data, size_t size, int tag, Request** out);
 Status irecv(Comm* c, int n, void** data, const size_t* sizes, const int* tags,
              Request** out);
 Status test(Request* r, int* done, size_t* sizes);
-Status progress(Comm* c);
+// eager: the call inside isend/irecv, which moves at most one ring of chunks so that the
+// post returns at once (and later posts can still join an interleave group).
+Status progress(Comm* c, bool eager = false);
 Status check_peer(Comm* c, int64_t now);
 Status check_ack(Comm* c);
 Status cma_read(Comm* c, void* dst, uint64_t src, size_t n);
 Status cma_write(Comm* c, uint64_t dst, const void* src, size_t n);
+// Pipelined messages (shm_interleave.cc). Sender: publishes the slots of the front request
+// and of the pipelined sends queued behind it whose receives are posted, then streams them.
+Status group_start(Comm* c);
+Status group_stream(Comm* c);
+// Receiver: the pipelined message in the slot at tail, with the group ending at `last`.
+Status group_begin(Comm* c, uint64_t last);
+Status group_drain(Comm* c);
+// Ring access and checks shared by the data path's files (shm_progress.cc).
+SlotHeader* slot_at(const Comm* c, uint64_t i);
+uint8_t* chunk_at(const Comm* c, uint64_t i);
+Status corrupt(Comm* c, const char* what);
+bool slot_free(Comm* c, uint64_t n = 1);  // sender: n more slots can be published
+bool use_cma(Comm* c, size_t size);       // sender: a message of `size` goes by CMA
+int match_tag(const Request* r, int tag, const bool* taken = nullptr);
+void recv_finish(Comm* c, Request* r, int i, size_t size);
+void slot_release(Comm* c, uint64_t n = 1);
 std::string peer_name(const Comm* c);
 
 }  // namespace zcx::shm

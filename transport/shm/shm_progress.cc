@@ -1,7 +1,8 @@
 // The data path: isend/irecv/test over the slot ring and the chunk stream. Sends and
-// receives are each processed strictly in posting order; progress happens inside test()
-// (and eagerly in isend/irecv when the queue was empty, which keeps small-message latency
-// to one cache-line transfer).
+// receives each complete strictly in posting order (pipelined messages in flight together
+// share the stream: shm_interleave.cc); progress happens inside test() (and eagerly in
+// isend/irecv when the queue was empty, which keeps small-message latency to one
+// cache-line transfer).
 #include "common/clock.h"
 #include "common/config_vars.h"
 #include "common/stream_copy.h"
@@ -10,91 +11,45 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace zcx::shm {
 namespace {
 
-enum SendPhase { kSendNew = 0, kSendStream, kSendCmaRdv, kSendCmaDone };
-enum RecvPhase { kRecvMatch = 0, kRecvDrain, kRecvCmaRead, kRecvCmaWait };
-
 constexpr uint64_t kPollsPerCheck = 256;      // idle polls between clock reads
 constexpr int64_t kCheckIntervalNs = 2000000;  // liveness probe at most every 2 ms
 
-inline SlotHeader* slot_at(const Comm* c, uint64_t i) {
-  return reinterpret_cast<SlotHeader*>(c->slots + (i & (c->layout.nslots - 1)) *
-                                                      size_t(c->layout.slot_bytes));
-}
 inline uint8_t* slot_payload(SlotHeader* s) {
   return reinterpret_cast<uint8_t*>(s) + kSlotHeaderBytes;
-}
-inline uint8_t* chunk_at(const Comm* c, uint64_t i) {
-  return c->chunks + (i & (c->layout.nchunks - 1)) * size_t(c->layout.chunk_bytes);
 }
 // CMA splits a message: the receiver reads the first half, the sender writes the second.
 inline size_t cma_half(size_t size) { return (size / 2) & ~size_t(4095); }
 
-Status corrupt(Comm* c, const char* what) {
-  return set_error(Status::kProtocol, kLogShm,
-                   "shm segment shared with %s holds an invalid %s; connection closed",
-                   peer_name(c).c_str(), what);
-}
-
-bool use_cma(Comm* c, size_t size) {
-  if (!c->cma_ok || c->rline->cma_ok.load(std::memory_order_acquire) != 1) return false;
-  return c->large == LargeMode::kCma || (c->large == LargeMode::kAuto && size >= c->cma_min);
-}
-
 // ---- sender -------------------------------------------------------------------------
-
-bool slot_free(Comm* c) {
-  if (c->head - c->tail < c->layout.nslots) return true;
-  c->tail = c->rline->tail.load(std::memory_order_acquire);
-  return c->head - c->tail < c->layout.nslots;
-}
 
 Status send_start(Comm* c, Request* r) {
   if (!slot_free(c)) {
     if (c->tail > c->head) return corrupt(c, "ring tail");
     return Status::kInProgress;
   }
+  const bool inline_ok = r->size <= c->layout.inline_max();
+  if (!inline_ok && !use_cma(c, r->size)) return group_start(c);
   SlotHeader* s = slot_at(c, c->head);
   s->size = r->size;
   s->tag = r->tag;
-  if (r->size <= c->layout.inline_max()) {
+  if (inline_ok) {
     s->type = kSlotInline;
     if (r->size != 0) memcpy(slot_payload(s), r->data, r->size);
     r->done = true;
-  } else if (use_cma(c, r->size)) {
-    s->type = kSlotCma;
-    s->addr = reinterpret_cast<uint64_t>(r->data);
-    r->phase = kSendCmaRdv;
   } else {
-    s->type = kSlotPipe;
-    r->phase = kSendStream;
-    r->off = 0;
+    s->type = kSlotCma;
+    s->aux = reinterpret_cast<uint64_t>(r->data);
+    r->phase = kSendCmaRdv;
   }
   r->seq = ++c->head;
   s->seq.store(r->seq, std::memory_order_release);
   c->progressed = true;
-  return Status::kSuccess;
-}
-
-Status send_stream(Comm* c, Request* r) {
-  const size_t chunk = c->layout.chunk_bytes;
-  while (r->off < r->size) {
-    if (c->chunk_head - c->chunk_tail >= c->layout.nchunks) {
-      c->chunk_tail = c->rline->chunk_tail.load(std::memory_order_acquire);
-      if (c->chunk_tail > c->chunk_head) return corrupt(c, "chunk tail");
-      if (c->chunk_head - c->chunk_tail >= c->layout.nchunks) return Status::kInProgress;
-    }
-    size_t n = std::min(chunk, r->size - r->off);
-    memcpy(chunk_at(c, c->chunk_head), r->data + r->off, n);
-    r->off += n;
-    c->sline->chunk_head.store(++c->chunk_head, std::memory_order_release);
-    c->progressed = true;
-  }
-  r->done = true;
   return Status::kSuccess;
 }
 
@@ -118,33 +73,16 @@ Status progress_send(Comm* c) {
   while (Request* r = c->reqs.front()) {
     Status st = Status::kSuccess;
     if (r->phase == kSendNew) st = send_start(c, r);
-    if (ok(st) && !r->done && r->phase == kSendStream) st = send_stream(c, r);
+    if (ok(st) && !r->done && r->phase == kSendGroup) st = group_stream(c);
     if (ok(st) && !r->done && r->phase >= kSendCmaRdv) st = send_cma(c, r);
-    if (st == Status::kInProgress) return Status::kSuccess;
-    ZCX_TRY(st);
-    c->reqs.pop();
+    if (st != Status::kSuccess && st != Status::kInProgress) return st;
+    if (!r->done) return Status::kSuccess;
+    c->reqs.pop();  // done, also when the call that finished it stopped at a later member
   }
   return Status::kSuccess;
 }
 
 // ---- receiver -----------------------------------------------------------------------
-
-void recv_finish(Comm* c, Request* r, int i, size_t size) {
-  r->got[i] = size;
-  r->filled[i] = true;
-  r->phase = kRecvMatch;
-  r->cur = -1;
-  if (++r->nfilled == r->n) r->done = true;
-  c->progressed = true;
-}
-
-void slot_release(Comm* c) { c->rline->tail.store(++c->tail, std::memory_order_release); }
-
-int match_tag(const Request* r, int tag) {
-  for (int i = 0; i < r->n; ++i)
-    if (!r->filled[i] && r->tags[i] == tag) return i;
-  return -1;
-}
 
 Status recv_match(Comm* c, Request* r) {
   SlotHeader* s = slot_at(c, c->tail);
@@ -152,7 +90,8 @@ Status recv_match(Comm* c, Request* r) {
   const uint64_t size = s->size;  // each shared field is read once, then validated
   const int tag = s->tag;
   const uint32_t type = s->type;
-  const uint64_t addr = s->addr;
+  const uint64_t aux = s->aux;
+  if (type == kSlotPipe) return group_begin(c, aux);
   int i = match_tag(r, tag);
   if (i < 0)
     return set_error(Status::kMismatch, kLogShm,
@@ -169,34 +108,14 @@ Status recv_match(Comm* c, Request* r) {
     recv_finish(c, r, i, size);
     return Status::kSuccess;
   }
-  if (type != kSlotPipe && type != kSlotCma) return corrupt(c, "slot type");
+  if (type != kSlotCma) return corrupt(c, "slot type");
   r->cur = i;
   r->cur_size = size;
   r->cur_seq = c->tail + 1;
-  r->cur_addr = addr;
-  r->off = 0;
-  r->phase = type == kSlotPipe ? kRecvDrain : kRecvCmaRead;
+  r->cur_addr = aux;
+  r->phase = kRecvCmaRead;
   slot_release(c);
   c->progressed = true;
-  return Status::kSuccess;
-}
-
-Status recv_drain(Comm* c, Request* r) {
-  const size_t chunk = c->layout.chunk_bytes;
-  uint8_t* dst = r->bufs[r->cur];
-  while (r->off < r->cur_size) {
-    if (c->chunk_tail == c->chunk_head) {
-      c->chunk_head = c->sline->chunk_head.load(std::memory_order_acquire);
-      if (c->chunk_head - c->chunk_tail > c->layout.nchunks) return corrupt(c, "chunk head");
-      if (c->chunk_tail == c->chunk_head) return Status::kInProgress;
-    }
-    size_t n = std::min(chunk, r->cur_size - r->off);
-    copy_maybe_streaming(dst + r->off, chunk_at(c, c->chunk_tail), n, r->cur_size >= c->stream_min);
-    r->off += n;
-    c->rline->chunk_tail.store(++c->chunk_tail, std::memory_order_release);
-    c->progressed = true;
-  }
-  recv_finish(c, r, r->cur, r->cur_size);
   return Status::kSuccess;
 }
 
@@ -220,13 +139,13 @@ Status progress_recv(Comm* c) {
   while (Request* r = c->reqs.front()) {
     Status st = Status::kSuccess;
     while (ok(st) && !r->done) {
-      if (r->phase == kRecvMatch) st = recv_match(c, r);
-      else if (r->phase == kRecvDrain) st = recv_drain(c, r);
+      if (c->group.active()) st = group_drain(c);
+      else if (r->phase == kRecvMatch) st = recv_match(c, r);
       else st = recv_cma(c, r);
     }
-    if (st == Status::kInProgress) return Status::kSuccess;
-    ZCX_TRY(st);
-    c->reqs.pop();
+    if (st != Status::kSuccess && st != Status::kInProgress) return st;
+    if (!r->done) return Status::kSuccess;
+    c->reqs.pop();  // done, also when the call that finished it stopped at a later member
   }
   return Status::kSuccess;
 }
@@ -256,6 +175,53 @@ Status idle_poll(Comm* c) {
 
 }  // namespace
 
+SlotHeader* slot_at(const Comm* c, uint64_t i) {
+  return reinterpret_cast<SlotHeader*>(c->slots + (i & (c->layout.nslots - 1)) *
+                                                      size_t(c->layout.slot_bytes));
+}
+
+uint8_t* chunk_at(const Comm* c, uint64_t i) {
+  return c->chunks + (i & (c->layout.nchunks - 1)) * size_t(c->layout.chunk_bytes);
+}
+
+Status corrupt(Comm* c, const char* what) {
+  return set_error(Status::kProtocol, kLogShm,
+                   "shm segment shared with %s holds an invalid %s; connection closed",
+                   peer_name(c).c_str(), what);
+}
+
+bool use_cma(Comm* c, size_t size) {
+  if (!c->cma_ok || c->rline->cma_ok.load(std::memory_order_acquire) != 1) return false;
+  return c->large == LargeMode::kCma || (c->large == LargeMode::kAuto && size >= c->cma_min);
+}
+
+bool slot_free(Comm* c, uint64_t n) {
+  if (c->head + n - c->tail <= c->layout.nslots) return true;
+  c->tail = c->rline->tail.load(std::memory_order_acquire);
+  return c->head + n - c->tail <= c->layout.nslots;
+}
+
+// The first buffer of r still free for `tag` (taken: buffers already claimed, or NULL).
+int match_tag(const Request* r, int tag, const bool* taken) {
+  for (int i = 0; i < r->n; ++i)
+    if (!r->filled[i] && (taken == nullptr || !taken[i]) && r->tags[i] == tag) return i;
+  return -1;
+}
+
+void recv_finish(Comm* c, Request* r, int i, size_t size) {
+  r->got[i] = size;
+  r->filled[i] = true;
+  r->phase = kRecvMatch;
+  r->cur = -1;
+  if (++r->nfilled == r->n) r->done = true;
+  c->progressed = true;
+}
+
+void slot_release(Comm* c, uint64_t n) {
+  c->tail += n;
+  c->rline->tail.store(c->tail, std::memory_order_release);
+}
+
 Status check_peer(Comm* c, int64_t now) {
   if (c->sock.valid()) ZCX_TRY(check_ack(c));
   if (c->is_send) c->sline->heartbeat.fetch_add(1, std::memory_order_relaxed);
@@ -277,8 +243,9 @@ Status check_peer(Comm* c, int64_t now) {
   return Status::kSuccess;
 }
 
-Status progress(Comm* c) {
+Status progress(Comm* c, bool eager) {
   if (c->error.has()) return c->error.raise();
+  c->chunk_budget = eager ? c->layout.nchunks : SIZE_MAX;
   Status st = c->is_send ? progress_send(c) : progress_recv(c);
   if (ok(st) && !c->progressed) st = idle_poll(c);
   if (!ok(st)) {
@@ -307,7 +274,7 @@ Status isend(Comm* c, const void* data, size_t size, int tag, Request** out) {
   c->reqs.push(r);
   if (c->reqs.queued() == 1) {
     c->had_progress = true;  // idle time before a post is no stall
-    ZCX_TRY(progress(c));
+    ZCX_TRY(progress(c, true));
   }
   *out = r;
   return Status::kSuccess;
@@ -337,9 +304,11 @@ Status irecv(Comm* c, int n, void** data, const size_t* sizes, const int* tags,
     r->tags[i] = tags != nullptr ? tags[i] : 0;
   }
   c->reqs.push(r);
+  c->posted += static_cast<uint64_t>(n);
+  c->rline->posted.store(c->posted, std::memory_order_release);
   if (c->reqs.queued() == 1) {
     c->had_progress = true;
-    ZCX_TRY(progress(c));
+    ZCX_TRY(progress(c, true));
   }
   *out = r;
   return Status::kSuccess;
@@ -375,7 +344,6 @@ void RequestQueue::release(Request* r) {
   // Only the fields every post relies on are reset; isend/irecv set the rest.
   r->done = false;
   r->phase = 0;
-  r->off = 0;
   r->nfilled = 0;
   r->cur = -1;
   free_.push_back(r);

@@ -1,0 +1,136 @@
+// Interleave groups (transport/shm/shm_interleave.cc): pipelined messages in flight together
+// share the chunk stream, land intact in the right buffers, complete in posting order, and
+// never wait on a receive that is not posted. In-process, one thread drives both ends.
+#include "shm/shm.h"
+#include "shm_test_util.h"
+
+#include <string>
+
+namespace zcx::shm_test {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+struct Message {
+  size_t size;
+  int tag;
+};
+
+// One window of messages: message k's send buffer, its receive buffer, and the requests.
+struct Window {
+  std::vector<std::vector<uint8_t>> src, dst;
+  std::vector<void*> sends, recvs;
+};
+
+// Posts the receives: per_request[i] consecutive messages per receive request.
+void post_receives(Pair& p, const std::vector<Message>& msgs, const std::vector<int>& per_request,
+                   Window* w) {
+  w->dst.resize(msgs.size());
+  size_t k = 0;
+  for (int n : per_request) {
+    void* bufs[shm::kMaxRecvs];
+    size_t caps[shm::kMaxRecvs];
+    int tags[shm::kMaxRecvs];
+    for (int i = 0; i < n; ++i, ++k) {
+      w->dst[k].assign(msgs[k].size + 1, 0xee);
+      bufs[i] = w->dst[k].data();
+      caps[i] = msgs[k].size;
+      tags[i] = msgs[k].tag;
+    }
+    void* req = nullptr;
+    ASSERT_EQ(ops()->irecv(p.rc, n, bufs, caps, tags, nullptr, &req), ZCX_SUCCESS);
+    ASSERT_NE(req, nullptr);
+    w->recvs.push_back(req);
+  }
+}
+
+// Sends the messages in `order` (indices into msgs).
+void post_sends(Pair& p, const std::vector<Message>& msgs, const std::vector<size_t>& order,
+                Window* w) {
+  w->src.resize(msgs.size());
+  for (size_t k : order) {
+    w->src[k].resize(msgs[k].size);
+    fill_pattern(w->src[k], static_cast<uint32_t>(1000 + k));
+    void* req = nullptr;
+    ASSERT_EQ(ops()->isend(p.sc, w->src[k].data(), msgs[k].size, msgs[k].tag, nullptr, &req),
+              ZCX_SUCCESS);
+    ASSERT_NE(req, nullptr);
+    w->sends.push_back(req);
+  }
+}
+
+void expect_intact(const std::vector<Message>& msgs, const Window& w) {
+  for (size_t k = 0; k < msgs.size(); ++k) {
+    EXPECT_EQ(first_diff(w.src[k], w.dst[k], msgs[k].size), -1) << "message " << k;
+    EXPECT_EQ(w.dst[k][msgs[k].size], 0xee) << "message " << k << " overran its buffer";
+  }
+}
+
+TEST(ShmInterleave, MessagesInFlightShareTheStreamAndLandInTheirBuffers) {
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  // The first message fills the 2 MiB chunk ring, so the four pipelined ones behind it are
+  // queued together and form one group; the inline one ends it.
+  const std::vector<Message> msgs = {{4 * kMiB + 5, 1}, {300000, 2}, {70000, 3},
+                                     {kMiB + 3, 4},     {262145, 5}, {100, 6}};
+  Window w;
+  ASSERT_NO_FATAL_FAILURE(post_receives(p, msgs, {1, 2, 1, 1, 1}, &w));
+  // Tags 2 and 3 share a receive request and are sent in the other order.
+  ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, {0, 2, 1, 3, 4, 5}, &w));
+  std::vector<void*> all = w.recvs;
+  all.insert(all.begin(), w.sends.rbegin(), w.sends.rend());  // last send tested first
+  ASSERT_EQ(wait_all(all), ZCX_SUCCESS) << zcx::last_error();
+  expect_intact(msgs, w);
+  EXPECT_EQ(static_cast<shm::Comm*>(p.sc)->group.n, 4) << "the sender formed no group";
+  EXPECT_EQ(static_cast<shm::Comm*>(p.rc)->group.n, 4) << "the receiver formed no group";
+}
+
+// A sender that interleaved a message whose receive is not posted would block the stream
+// of the one before it; an application that posts the second receive only after the first
+// completed would hang. The first message holds the stream while the other two queue.
+TEST(ShmInterleave, AMessageWithoutAPostedReceiveIsNotInterleaved) {
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  const std::vector<Message> msgs = {{4 * kMiB + 1, 1}, {3 * kMiB + 7, 2}, {2 * kMiB + 3, 3}};
+  Window w;
+  ASSERT_NO_FATAL_FAILURE(post_receives(p, {msgs[0], msgs[1]}, {1, 1}, &w));
+  ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, {0, 1, 2}, &w));
+  std::vector<void*> first = {w.recvs[0], w.recvs[1], w.sends[0], w.sends[1]};
+  ASSERT_EQ(wait_all(first, nullptr, 10000), ZCX_SUCCESS) << zcx::last_error();
+  Window last;
+  ASSERT_NO_FATAL_FAILURE(post_receives(p, {msgs[2]}, {1}, &last));
+  std::vector<void*> rest = {last.recvs[0], w.sends[2]};
+  ASSERT_EQ(wait_all(rest, nullptr, 10000), ZCX_SUCCESS) << zcx::last_error();
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(first_diff(w.src[k], w.dst[k], msgs[k].size), -1) << k;
+  EXPECT_EQ(first_diff(w.src[2], last.dst[0], msgs[2].size), -1);
+}
+
+// A group bound from the peer is checked against the receives posted here.
+TEST(ShmInterleave, GroupBeyondThePostedReceivesIsDetected) {
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  auto* rc = static_cast<shm::Comm*>(p.rc);
+  auto* slot = reinterpret_cast<shm::SlotHeader*>(rc->slots);
+  slot->size = 100000;
+  slot->tag = 0;
+  slot->type = shm::kSlotPipe;
+  slot->aux = 5;  // a group of five messages, one receive posted
+  slot->seq.store(1, std::memory_order_release);
+  std::vector<uint8_t> dst(100000);
+  void* bufs[1] = {dst.data()};
+  size_t caps[1] = {dst.size()};
+  int tags[1] = {0};
+  void* req = nullptr;
+  zcx_status_t st = ops()->irecv(p.rc, 1, bufs, caps, tags, nullptr, &req);
+  int done = 0;
+  while (st == ZCX_SUCCESS && req != nullptr && !done) st = ops()->test(req, &done, nullptr);
+  EXPECT_EQ(st, ZCX_ERR_PROTOCOL);
+  EXPECT_NE(std::string(zcx::last_error()).find("interleave group bound"), std::string::npos)
+      << zcx::last_error();
+}
+
+}  // namespace
+}  // namespace zcx::shm_test
