@@ -10,7 +10,6 @@
 
 #include <sched.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
