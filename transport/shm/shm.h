@@ -257,7 +257,10 @@ uint8_t* chunk_at(const Comm* c, uint64_t i);
 Status corrupt(Comm* c, const char* what);
 bool slot_free(Comm* c, uint64_t n = 1);  // sender: n more slots can be published
 bool use_cma(Comm* c, size_t size);       // sender: a message of `size` goes by CMA
-int match_tag(const Request* r, int tag, const bool* taken = nullptr);
+// Receiver: the first buffer of r still free for `tag` (taken: buffers already claimed, or
+// NULL) and large enough for `size`, else kMismatch / kInvalidUsage naming the peer.
+Status match_buffer(Comm* c, const Request* r, int tag, uint64_t size, const bool* taken,
+                    int* index);
 void recv_finish(Comm* c, Request* r, int i, size_t size);
 void slot_release(Comm* c, uint64_t n = 1);
 std::string peer_name(const Comm* c);

@@ -87,15 +87,8 @@ Status match_member(Comm* c, int j, uint64_t last, size_t* q, bool* taken, int* 
   const int tag = s->tag;
   if (s->type != kSlotPipe || s->aux != last) return corrupt(c, "interleave group member");
   if (size <= c->layout.inline_max()) return corrupt(c, "pipelined message size");
-  const int i = match_tag(r, tag, taken);
-  if (i < 0)
-    return set_error(Status::kMismatch, kLogShm,
-                     "message with tag %d from %s matches no buffer of the posted receive",
-                     tag, peer_name(c).c_str());
-  if (size > r->caps[i])
-    return set_error(Status::kInvalidUsage, kLogShm,
-                     "message of %llu bytes from %s exceeds the %zu-byte receive buffer",
-                     static_cast<unsigned long long>(size), peer_name(c).c_str(), r->caps[i]);
+  int i = -1;
+  ZCX_TRY(match_buffer(c, r, tag, size, taken, &i));
   taken[i] = true;
   ++*claimed;
   c->group.m[j] = GroupMember{r, i, static_cast<size_t>(size), 0};

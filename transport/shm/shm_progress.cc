@@ -91,15 +91,8 @@ Status recv_match(Comm* c, Request* r) {
   const uint32_t type = s->type;
   const uint64_t aux = s->aux;
   if (type == kSlotPipe) return group_begin(c, aux);
-  int i = match_tag(r, tag);
-  if (i < 0)
-    return set_error(Status::kMismatch, kLogShm,
-                     "message with tag %d from %s matches no buffer of the posted receive",
-                     tag, peer_name(c).c_str());
-  if (size > r->caps[i])
-    return set_error(Status::kInvalidUsage, kLogShm,
-                     "message of %llu bytes from %s exceeds the %zu-byte receive buffer",
-                     static_cast<unsigned long long>(size), peer_name(c).c_str(), r->caps[i]);
+  int i = -1;
+  ZCX_TRY(match_buffer(c, r, tag, size, nullptr, &i));
   if (type == kSlotInline) {
     if (size > c->layout.inline_max()) return corrupt(c, "inline size");
     if (size != 0) memcpy(r->bufs[i], slot_payload(s), size);
@@ -200,11 +193,20 @@ bool slot_free(Comm* c, uint64_t n) {
   return c->head + n - c->tail <= c->layout.nslots;
 }
 
-// The first buffer of r still free for `tag` (taken: buffers already claimed, or NULL).
-int match_tag(const Request* r, int tag, const bool* taken) {
-  for (int i = 0; i < r->n; ++i)
-    if (!r->filled[i] && (taken == nullptr || !taken[i]) && r->tags[i] == tag) return i;
-  return -1;
+Status match_buffer(Comm* c, const Request* r, int tag, uint64_t size, const bool* taken,
+                    int* index) {
+  int i = 0;
+  while (i < r->n && (r->filled[i] || (taken != nullptr && taken[i]) || r->tags[i] != tag)) ++i;
+  if (i == r->n)
+    return set_error(Status::kMismatch, kLogShm,
+                     "message with tag %d from %s matches no buffer of the posted receive",
+                     tag, peer_name(c).c_str());
+  if (size > r->caps[i])
+    return set_error(Status::kInvalidUsage, kLogShm,
+                     "message of %llu bytes from %s exceeds the %zu-byte receive buffer",
+                     static_cast<unsigned long long>(size), peer_name(c).c_str(), r->caps[i]);
+  *index = i;
+  return Status::kSuccess;
 }
 
 void recv_finish(Comm* c, Request* r, int i, size_t size) {

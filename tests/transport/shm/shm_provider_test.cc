@@ -288,14 +288,7 @@ TEST(Shm, CorruptSlotIsDetected) {
   slot->type = zcx::shm::kSlotInline;
   slot->seq.store(1, std::memory_order_release);
   std::vector<uint8_t> dst(2 << 20);
-  void* bufs[1] = {dst.data()};
-  size_t caps[1] = {dst.size()};
-  int tags[1] = {0};
-  void* req = nullptr;
-  zcx_status_t st = ops()->irecv(p.rc, 1, bufs, caps, tags, nullptr, &req);
-  int done = 0;
-  while (st == ZCX_SUCCESS && req != nullptr && !done) st = ops()->test(req, &done, nullptr);
-  EXPECT_EQ(st, ZCX_ERR_PROTOCOL);
+  EXPECT_EQ(receive_once(p, dst), ZCX_ERR_PROTOCOL);
   EXPECT_NE(std::string(zcx::last_error()).find("invalid inline size"), std::string::npos);
 }
 

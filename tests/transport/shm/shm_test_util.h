@@ -101,6 +101,18 @@ inline zcx_status_t wait_all(std::vector<void*>& reqs, std::vector<size_t>* size
   return ZCX_SUCCESS;
 }
 
+// Posts one receive into `dst` (tag 0) on p.rc and tests it until it is done or fails.
+inline zcx_status_t receive_once(Pair& p, std::vector<uint8_t>& dst) {
+  void* bufs[1] = {dst.data()};
+  size_t caps[1] = {dst.size()};
+  int tags[1] = {0};
+  void* req = nullptr;
+  zcx_status_t st = ops()->irecv(p.rc, 1, bufs, caps, tags, nullptr, &req);
+  int done = 0;
+  while (st == ZCX_SUCCESS && req != nullptr && !done) st = ops()->test(req, &done, nullptr);
+  return st;
+}
+
 inline void fill_pattern(std::vector<uint8_t>& v, uint32_t seed) {
   uint32_t x = seed * 2654435761u + 1;
   for (auto& b : v) {
