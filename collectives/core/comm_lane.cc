@@ -198,7 +198,8 @@ Status Comm::lane_stalled(LaneOp& lo, int peer) {
   const int64_t now = now_ns();
   if (lo.moved_ns == 0) lo.moved_ns = now;
   OpDesc theirs;
-  if (lane_->announced(peer, &theirs) && theirs.seq == lo.desc.seq) ZCX_TRY(lane_mismatch(lo, peer, theirs));
+  if (lane_->announced(peer, &theirs) && theirs.seq == lo.desc.seq)
+    ZCX_TRY(lane_mismatch(lo, peer, theirs));
   if (now - lo.moved_ns > 1'000'000'000 && now >= lo.member_check_ns) {
     lo.member_check_ns = now + 500'000'000;
     const int dead = dead_member();

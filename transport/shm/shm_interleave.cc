@@ -75,7 +75,8 @@ size_t distinct_bytes(const Interleave& g) {
 Status match_member(Comm* c, int j, uint64_t last, size_t* q, bool* taken, int* claimed) {
   Request* r = c->reqs.at(*q);
   while (r->nfilled + *claimed == r->n) {
-    if (++*q >= c->reqs.queued()) return corrupt(c, "interleave group (beyond the posted receives)");
+    if (++*q >= c->reqs.queued())
+      return corrupt(c, "interleave group (beyond the posted receives)");
     r = c->reqs.at(*q);
     std::fill(taken, taken + kMaxRecvs, false);
     *claimed = 0;
