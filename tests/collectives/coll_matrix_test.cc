@@ -8,6 +8,7 @@
 #include "base/registry.h"
 #include "common/config.h"
 #include "matrix/matrix_cases.h"
+#include "matrix/matrix_data.h"
 #include "matrix/matrix_run.h"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,26 @@ INSTANTIATE_TEST_SUITE_P(Groups, CollMatrix, ::testing::ValuesIn(all_groups()),
                            return std::string(info.param.provider) + "_np" +
                                   std::to_string(info.param.nranks);
                          });
+
+// The checker itself: with one rank the exact result is that rank's input, which passes for
+// every dtype and op; the same buffer with one element's low bit flipped fails, by index.
+TEST(MatrixData, CheckerAcceptsExactAndCatchesOneBadElement) {
+  const size_t count = 1000;
+  for (int dt = 0; dt < ZCX_DTYPE_COUNT; ++dt)
+    for (int op = 0; op < ZCX_REDOP_COUNT; ++op) {
+      const auto dtype = static_cast<zcx_dtype_t>(dt);
+      const auto redop = static_cast<zcx_redop_t>(op);
+      std::vector<uint8_t> got(count * zcx_dtype_size(dtype));
+      fill_input(dtype, redop, 7, 0, 0, count, got.data());
+      EXPECT_EQ(check_reduced(dtype, redop, 7, 1, 0, 0, count, got.data()), "");
+      EXPECT_EQ(check_copied(dtype, redop, 7, 0, 0, count, got.data()), "");
+      got[zcx_dtype_size(dtype) * 417] ^= 1;
+      const std::string bad = check_reduced(dtype, redop, 7, 1, 0, 0, count, got.data());
+      EXPECT_NE(bad.find("index 417"), std::string::npos) << zcx_dtype_name(dtype) << bad;
+      EXPECT_NE(bad.find("1 of 1000 wrong"), std::string::npos) << bad;
+      EXPECT_NE(check_copied(dtype, redop, 7, 0, 0, count, got.data()), "");
+    }
+}
 
 // The rotation of the large tier reaches every value it promises to (matrix_cases.h).
 TEST(LargeTier, RotationCoversEveryValue) {

@@ -15,6 +15,13 @@ namespace {
 constexpr size_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xa5, kUnwritten = 0x5a;
 
+uint64_t mix_word(uint64_t h, const uint8_t* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  h = (h ^ w) * 0xff51afd7ed558ccdull;
+  return h ^ (h >> 32);
+}
+
 // A buffer of elements with guard bytes on both sides; the body starts as kUnwritten.
 class Guarded {
  public:
@@ -36,14 +43,14 @@ class Guarded {
     return std::equal(bytes.begin(), bytes.end(), mem_.begin() + kGuard);
   }
   uint64_t hash() const {  // of the body, 8 bytes at a time (a tail of < 8 bytes is left out)
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i + 8 <= bytes_; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, mem_.data() + kGuard + i, 8);
-      h = (h ^ w) * 0xff51afd7ed558ccdull;
-      h ^= h >> 32;
-    }
-    return h;
+    // Four independent lanes, so the multiplies overlap; then folded into one.
+    uint64_t h[4] = {0x9e3779b97f4a7c15ull, 1, 2, 3};
+    size_t i = 0;
+    for (; i + 32 <= bytes_; i += 32)
+      for (int l = 0; l < 4; ++l) h[l] = mix_word(h[l], mem_.data() + kGuard + i + 8 * l);
+    for (; i + 8 <= bytes_; i += 8) h[0] = mix_word(h[0], mem_.data() + kGuard + i);
+    for (int l = 1; l < 4; ++l) h[0] = (h[0] ^ h[l]) * 0xff51afd7ed558ccdull;
+    return h[0];
   }
   bool unwritten(size_t first, size_t count) const {
     for (size_t i = first * es_; i < (first + count) * es_; ++i)
