@@ -112,12 +112,13 @@ struct FloatRef {
 template <class D>
 struct FloatBound {
   using W = Wide<D>;
-  W u, gamma, tiny, prod_scale;
+  W u, gamma, tiny, k_tiny, prod_scale;
   FloatBound(int nranks, int k) {
     // A 16-bit reduction rounds twice (float32, then the dtype): allow for it in u.
     u = std::ldexp(W{1}, -D::kPrecision) * (D::kPrecision < 24 ? 1 + 0x1p-12 : 1);
     gamma = k * u / (1 - k * u);  // bound on the relative growth of k roundings
     tiny = static_cast<W>(D::kTiny);
+    k_tiny = k * tiny;  // k smallest subnormals: the roundings of a sum near zero
     // Every one of the nranks - 1 products scales the whole result.
     prod_scale = (std::pow(1 + u, static_cast<W>(nranks - 1)) - 1) * (1 + 0x1p-20);
   }
@@ -125,7 +126,7 @@ struct FloatBound {
 
 template <class D>
 FloatRef<D> float_expected(const FloatBound<D>& b, zcx_redop_t op, uint32_t salt, int nranks,
-                           int k, size_t i) {
+                           size_t i) {
   using W = Wide<D>;
   W sum = 0, abs_sum = 0, prod = 1, best = D::load(input<D>(op, salt, 0, i));
   for (int r = 0; r < nranks; ++r) {
@@ -134,7 +135,7 @@ FloatRef<D> float_expected(const FloatBound<D>& b, zcx_redop_t op, uint32_t salt
     if (op == ZCX_MIN && x < best) best = x;
     if (op == ZCX_MAX && x > best) best = x;
   }
-  const W sum_slack = b.gamma * abs_sum + k * b.tiny;
+  const W sum_slack = b.gamma * abs_sum + b.k_tiny;
   switch (op) {
     case ZCX_SUM: return {sum, sum_slack};
     case ZCX_PROD: return {prod, b.prod_scale * std::fabs(prod)};
@@ -172,7 +173,7 @@ std::string check_reduced_as(zcx_redop_t op, uint32_t salt, int nranks, int k, s
       S w = int_expected<S>(op, salt, nranks, first + i);
       ok = g == w, gv = static_cast<long double>(g), want = static_cast<long double>(w);
     } else {
-      FloatRef<D> ref = float_expected<D>(bound, op, salt, nranks, k, first + i);
+      FloatRef<D> ref = float_expected<D>(bound, op, salt, nranks, first + i);
       gv = D::load(g), want = ref.value;
       ok = std::fabs(gv - want) <= ref.slack;
     }
