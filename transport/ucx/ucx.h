@@ -5,13 +5,17 @@
 // Connection set-up. A UCP worker address is hundreds of bytes and does not fit the 128-byte
 // handle, so the handle carries the address of a small zcx TCP listener (the side channel).
 // Connector and acceptor exchange their zcx handshake (magic, version, job secret, rank, pid,
-// host) and their worker addresses over it, then the connector creates its UCP endpoint
-// from the acceptor's worker address (error mode PEER). UCX's own sockaddr connection manager
-// (ucp_listener) was the first choice, but in UCX 1.13 it cannot connect when UCX_TLS holds
-// only shared-memory transports ("Destination is unreachable"); the side channel works for
-// every UCX_TLS. The socket stays open for the life of the connection: a peer that dies
-// closes it at once (the kernel does), which gives a prompt "peer died" on any transport,
-// and a peer that closes its comm first sends a close record with its message count.
+// host) and their worker addresses over it. Then the connector makes its UCP endpoint (error
+// mode PEER) in one of two ways. Where UCX uses tcp, the acceptor also runs a ucp_listener
+// and sends its port in the ack, and the connector goes through UCX's sockaddr connection
+// manager: in peer mode UCX 1.13 keeps tcp's zero-copy rendezvous lanes only on such
+// endpoints, which is worth 1.5-1.8x at 1 MiB (ucx_sockaddr.cc, docs/PERFORMANCE.md).
+// Otherwise, or when that endpoint does not connect, it uses the acceptor's worker address;
+// the sockaddr manager cannot connect at all when UCX_TLS holds only shared-memory
+// transports ("Destination is unreachable"). The socket stays open for the life of the
+// connection: a peer that dies closes it at once (the kernel does), which gives a prompt
+// "peer died" on any transport, and a peer that closes its comm first sends a close record
+// with its message count.
 // docs/WIRE.md, "ucx provider", has the formats.
 //
 // Matching. UCP tag matching is per worker, so every tag carries the connection id that the
@@ -28,6 +32,7 @@
 #include "base/provider.h"
 #include "common/dl/ucx_shim.h"
 #include "common/fd.h"
+#include "common/socket.h"
 #include "common/status.h"
 
 #include <cstdint>
@@ -79,6 +84,15 @@ struct Self {
 // Error state an endpoint's error callback writes; owned by the comm, outlives the ep.
 struct EpError {
   ucs_status_t status = UCS_OK;
+  bool* any_failed = nullptr;       // also raised when set (the ctx's server endpoints)
+};
+
+// An endpoint UCX made from a connection request on the ctx's ucp_listener: the acceptor's
+// half of a sockaddr connection. Nothing sends on it; it lives until the connector's side
+// goes away (its error callback fires) or the ctx ends (ucx_sockaddr.cc).
+struct ServerEp {
+  ucp_ep_h ep = nullptr;
+  std::unique_ptr<EpError> box;
 };
 
 struct Ctx {
@@ -97,6 +111,18 @@ struct Ctx {
   bool peer_mode_unreachable = false;  // UCX_TLS lacks peer-failure support (ucx_handshake_ep.cc)
   std::vector<struct Request*> groups;  // grouped receives with messages still unclaimed
   std::set<struct Mr*> mrs;         // live registrations, unmapped at finalize if left
+  // The sockaddr connection manager (ucx_sockaddr.cc).
+  ucp_listener_h ucp_listener = nullptr;
+  uint16_t ucp_listener_port = 0;   // sent in the ack; 0: connect by worker address
+  bool ucp_listener_tried = false;
+  int sockaddr_usable = -1;         // sockaddr_usable(): -1 until asked
+  std::vector<ucp_conn_request_h> conn_requests;  // from the listener callback, not yet taken
+  std::vector<ServerEp> server_eps;
+  // Connection requests the listener takes, by client IP: one per accepting ack sent to a
+  // connector from that IP (the job secret was checked on the side channel; UCX's
+  // connection manager has no authentication of its own).
+  std::map<std::string, int> sockaddr_expected;
+  bool server_ep_failed = false;    // some server endpoint's error callback fired
 };
 
 struct PeerName {
@@ -168,8 +194,11 @@ struct Hello {
   uint64_t nonce = 0;                  // connector's random nonce, echoed in the ack
   uint32_t conn_id = 0;                // hello: the listener id; ack: the id data tags carry
   zcx_peer_info_t who{};
+  uint16_t ucp_port = 0;               // ack: the acceptor's ucp_listener port (0: none);
+                                       // hello: 1 when the connector would connect to it
 };
-inline constexpr size_t kHelloBytes = 4 + 2 + 2 + 2 + 8 + 8 + 4 + 4 + 4 + 2 + ZCX_HOST_NAME_BYTES;
+inline constexpr size_t kHelloBytes =
+    4 + 2 + 2 + 2 + 8 + 8 + 4 + 4 + 4 + 2 + ZCX_HOST_NAME_BYTES + 2;
 inline constexpr size_t kMaxWorkerAddress = 8192;  // bound on a peer's worker address
 inline constexpr size_t kCloseRecordBytes = 16;
 std::string hello_encode(const Hello& h);
@@ -178,6 +207,7 @@ Status hello_decode(const void* buf, size_t len, Hello* out);
 // Status text for a UCX status (never null).
 const char* ucs_text(const Ctx* ctx, ucs_status_t s);
 void ep_error_callback(void* arg, ucp_ep_h ep, ucs_status_t status);
+ucp_err_handler_t error_handler(EpError* box);  // ep_error_callback writing into box
 // Closes an endpoint, waiting at most ZCX_TIMEOUT; the error box is leaked if it did not close.
 void ep_close(Ctx* ctx, ucp_ep_h ep, std::unique_ptr<EpError> box);
 Status fill_self(const zcx_provider_init_t* init, Self* self);
@@ -192,6 +222,16 @@ void drop_pending_connects(Ctx* ctx);
 Status handshake_progress(CommBase* comm);
 void connect_destroy(struct PendingConnect* pc);
 void close_comm(CommBase* comm);
+
+// The sockaddr connection manager (ucx_sockaddr.cc). Listener: once per ctx, best effort.
+void ucp_listener_start(Ctx* ctx, const SockAddr& local);
+void take_conn_requests(Ctx* ctx);     // from progress(): server endpoints for new requests
+void sockaddr_expect(Ctx* ctx, const SockAddr& connector);  // an accepting ack went there
+void close_server_eps(Ctx* ctx, bool all);
+// Whether this ctx makes endpoints through the manager (ZCX_UCX_SOCKADDR and UCX uses tcp).
+bool sockaddr_usable(Ctx* ctx);
+// Connector: the endpoint to the acceptor's ucp_listener at `addr`.
+Status sockaddr_ep_create(CommBase* c, const SockAddr& addr);
 
 // Data path (ucx_progress.cc).
 Status isend(SendComm* c, void* data, size_t size, int tag, Mr* mr, Request** out);

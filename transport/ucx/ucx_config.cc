@@ -12,5 +12,10 @@ const config::IntParam progress_spin{"ZCX_UCX_PROGRESS_SPIN", 1,
 const config::BoolParam use_memh{"ZCX_UCX_USE_MEMH", true,
     "Pass the UCP memory handle of a registered buffer to send/receive operations, so UCX "
     "skips its own registration lookup."};
+const config::BoolParam sockaddr{"ZCX_UCX_SOCKADDR", true,
+    "Make UCP endpoints through UCX's sockaddr connection manager (a ucp_listener per ctx) "
+    "where UCX uses tcp on both sides, else from the peer's worker address (0: always the "
+    "worker address). Over tcp this keeps UCX's zero-copy rendezvous lanes in error mode "
+    "PEER, which UCX 1.13 drops on worker-address endpoints."};
 
 }  // namespace zcx::ucx::params

@@ -8,5 +8,6 @@ namespace zcx::ucx::params {
 extern const config::StringParam library;      // ZCX_UCX_LIBRARY
 extern const config::IntParam progress_spin;   // ZCX_UCX_PROGRESS_SPIN
 extern const config::BoolParam use_memh;       // ZCX_UCX_USE_MEMH
+extern const config::BoolParam sockaddr;       // ZCX_UCX_SOCKADDR
 
 }  // namespace zcx::ucx::params

@@ -107,6 +107,10 @@ Status listen(Ctx* ctx, void* handle, ListenComm** out) {
     return set_error(s, kLog, "ucx listen on %s (%s): %s", local.to_string().c_str(),
                      ifname.c_str(), last_error());
   ZCX_TRY(encode_handle(lc->addr, lc->listen_id, self_info(ctx), handle));
+  {
+    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    ucp_listener_start(ctx, local);
+  }
   ZCX_INFO(kLog, "ucx: listening on %s (%s), listener id %u", lc->addr.to_string().c_str(),
            ifname.c_str(), lc->listen_id);
   *out = lc.release();
@@ -169,6 +173,7 @@ Status accept(ListenComm* lc, RecvComm** out) {
   *out = nullptr;
   Ctx* ctx = lc->ctx;
   std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  progress(ctx);  // the ucp_listener's connection requests, should the caller only accept
   ZCX_TRY(take_new_sockets(lc));
   for (size_t i = 0; i < lc->pending.size(); ++i) {
     Status s = accept_finish(lc, lc->pending[i].get(), self_info(ctx), out);

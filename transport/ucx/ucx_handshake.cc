@@ -15,7 +15,7 @@ namespace zcx::ucx {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x5558435a;  // "ZCXU" little-endian
-constexpr uint16_t kHelloVersion = 1;
+constexpr uint16_t kHelloVersion = 2;  // 2: the ack carries the ucp_listener port
 constexpr uint32_t kCloseMagic = 0x4358435a;  // "ZCXC" little-endian
 
 }  // namespace
@@ -42,6 +42,7 @@ std::string hello_encode(const Hello& h) {
   size_t host_len = strnlen(h.who.host, sizeof(h.who.host));
   w.u16(static_cast<uint16_t>(host_len));
   w.bytes(h.who.host, ZCX_HOST_NAME_BYTES);
+  w.u16(h.ucp_port);
   return out;
 }
 
@@ -68,6 +69,7 @@ Status hello_decode(const void* buf, size_t len, Hello* out) {
   out->who.pid = static_cast<int>(r.u32());
   size_t host_len = r.u16();
   r.bytes(out->who.host, ZCX_HOST_NAME_BYTES);
+  out->ucp_port = r.u16();
   if (!r.ok() || host_len >= ZCX_HOST_NAME_BYTES)
     return set_error(Status::kProtocol, kLog, "ucx handshake: malformed host field");
   std::fill(out->who.host + host_len, out->who.host + ZCX_HOST_NAME_BYTES, '\0');
@@ -121,11 +123,20 @@ const char* ucs_text(const Ctx* ctx, ucs_status_t s) {
 void ep_error_callback(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto* box = static_cast<EpError*>(arg);
   if (box->status == UCS_OK) box->status = status;
+  if (box->any_failed != nullptr) *box->any_failed = true;
+}
+
+ucp_err_handler_t error_handler(EpError* box) {
+  ucp_err_handler_t h{};
+  h.cb = ep_error_callback;
+  h.arg = box;
+  return h;
 }
 
 void progress(Ctx* ctx) {
   for (int i = 0; i < ctx->spin; ++i)
     if (ctx->api->worker_progress(ctx->worker) == 0) break;
+  if (!ctx->conn_requests.empty() || ctx->server_ep_failed) take_conn_requests(ctx);
 }
 
 // A graceful close flushes what was sent (a force close could drop data the peer has not
@@ -140,15 +151,18 @@ void ep_close(Ctx* ctx, ucp_ep_h ep, std::unique_ptr<EpError> box) {
   if (!UCS_PTR_IS_PTR(req)) return;  // closed (or failed) at once: the ep is released
   int64_t bound_ms = std::min<int64_t>(zcx::params::timeout_ms(), 2000);
   Deadline dl = Deadline::after_ms(bound_ms);
-  while (api.request_check_status(req) == UCS_INPROGRESS && !dl.expired())
-    api.worker_progress(ctx->worker);
+  // progress(), not bare worker progress: a peer's connection request must be answered
+  // meanwhile, or two sides closing their sockaddr endpoints at once wait on each other.
+  while (api.request_check_status(req) == UCS_INPROGRESS && !dl.expired()) progress(ctx);
   bool closed = api.request_check_status(req) != UCS_INPROGRESS;
   api.request_free(req);
   if (closed) return;
-  ZCX_INFO(kLog, "ucx: endpoint close did not finish in %lld ms; leaving it to UCX",
-           static_cast<long long>(bound_ms));
-  // The error callback may still fire, so its box must outlive this comm.
+  ZCX_INFO(kLog, "ucx: endpoint close did not finish in %lld ms; leaving it, and the worker, "
+           "to UCX", static_cast<long long>(bound_ms));
+  // The error callback may still fire, so its box must outlive this comm; and UCX aborts in
+  // ucp_worker_destroy on an endpoint whose flush is still pending.
   (void)box.release();
+  ctx->worker_unsafe = true;
 }
 
 }  // namespace zcx::ucx

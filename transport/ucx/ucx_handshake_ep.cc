@@ -20,13 +20,6 @@ bool timed_out(int64_t start_ns) {
   return now_ns() - start_ns > zcx::params::timeout_ms() * 1000000;
 }
 
-ucp_err_handler_t error_handler(EpError* box) {
-  ucp_err_handler_t h{};
-  h.cb = ep_error_callback;
-  h.arg = box;
-  return h;
-}
-
 Status check_ack(const PendingConnect* pc, const Hello& ack, const Self& self) {
   PeerName peer{ack.who};
   if (ack.kind != 2 || ack.nonce != pc->nonce)
@@ -160,6 +153,7 @@ Status send_hello(PendingConnect* pc, const zcx_peer_info_t& self) {
   hello.nonce = pc->nonce;
   hello.conn_id = pc->listen_id;
   hello.who = self;
+  hello.ucp_port = sockaddr_usable(pc->ctx) ? 1 : 0;  // "I would use your ucp_listener"
   std::string frame = frame_encode(hello, pc->ctx->worker_address);
   std::string where = pc->addr.to_string();
   s = socket_send_all(pc->sock.get(), frame.data(), frame.size(),
@@ -205,14 +199,17 @@ Status handshake_progress(CommBase* c) {
   ZCX_TRY(check_ack(pc, ack, pc->ctx->self));
   c->peer.info = ack.who;
   c->conn_id = ack.conn_id;
-  ZCX_TRY(create_ep(c, pc->rx.address()));
+  SockAddr ucp_addr = pc->addr;
+  ucp_addr.set_port(ack.ucp_port);
+  std::string address = pc->rx.address();
   c->sock = std::move(pc->sock);
   c->handshake = nullptr;
   connect_destroy(pc);
   c->last_activity_ns = now_ns();
   ZCX_INFO(kLog, "ucx: connected to %s at %s, connection %u", c->peer.text().c_str(),
            where.c_str(), c->conn_id);
-  return Status::kSuccess;
+  if (ack.ucp_port != 0 && sockaddr_usable(c->ctx)) return sockaddr_ep_create(c, ucp_addr);
+  return create_ep(c, address);
 }
 
 void connect_destroy(PendingConnect* pc) { delete pc; }
@@ -250,6 +247,7 @@ Status send_ack(Ctx* ctx, int fd, const Hello& hello, Status result, uint32_t co
   ack.nonce = hello.nonce;
   ack.conn_id = conn_id;
   ack.who = self;
+  ack.ucp_port = ok(result) && hello.ucp_port != 0 ? ctx->ucp_listener_port : 0;
   std::string frame = frame_encode(ack, ok(result) ? ctx->worker_address : std::string());
   PeerName peer{hello.who};
   return socket_send_all(fd, frame.data(), frame.size(),
@@ -278,6 +276,7 @@ Status accept_finish(ListenComm* lc, Accepting* a, const zcx_peer_info_t& self, 
   }
   uint32_t conn_id = next_conn_id(ctx);
   ZCX_TRY(send_ack(ctx, a->sock.get(), hello, Status::kSuccess, conn_id, self));
+  if (ctx->ucp_listener != nullptr && hello.ucp_port != 0) sockaddr_expect(ctx, a->peer);
   *out = make_comm(ctx, std::move(a->sock), hello.who, conn_id, false);
   ZCX_INFO(kLog, "ucx: accepted %s on %s, connection %u", (*out)->peer.text().c_str(),
            lc->addr.to_string().c_str(), conn_id);

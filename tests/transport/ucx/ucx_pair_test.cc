@@ -43,41 +43,58 @@ int send_one(Endpoint& ep, void* buf, size_t n, int tag, void* mh) {
 
 const size_t kSizes[] = {0, 1, 8, 4095, 65536, 1 << 20, 9 << 20};
 
+// Parent: accepts, then receives kSizes in order and checks every byte.
+bool receive_sizes(Endpoint& ep, pid_t) {
+  if (!accept_within(&ep, 20000)) return false;
+  for (size_t i = 0; i < std::size(kSizes); ++i) {
+    std::vector<uint8_t> buf(kSizes[i] + 64, 0xee);
+    void* mh = nullptr;
+    if (ep.ops->reg_mr(ep.comm, buf.data(), buf.size(), ZCX_MEM_HOST, &mh) != ZCX_SUCCESS)
+      return false;
+    void* data[1] = {buf.data()};
+    size_t sizes[1] = {buf.size()};
+    int tags[1] = {0};
+    void* req = nullptr;
+    if (ep.ops->irecv(ep.comm, 1, data, sizes, tags, &mh, &req) != ZCX_SUCCESS) return false;
+    size_t got[8] = {};
+    if (test_until_done(&ep, req, got, 20000) != ZCX_SUCCESS) return false;
+    bool ok = got[0] == kSizes[i] && check_pattern(buf.data(), kSizes[i], 7 + i);
+    if (!ok)
+      ep.error = "message " + std::to_string(i) + " wrong: got " + std::to_string(got[0]) +
+                 " bytes, first byte " + std::to_string(buf[0]);
+    (void)ep.ops->dereg_mr(ep.comm, mh);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Child: sends kSizes in order.
+int send_sizes(Endpoint& ep) {
+  for (size_t i = 0; i < std::size(kSizes); ++i) {
+    std::vector<uint8_t> buf(kSizes[i] + 1);
+    fill_pattern(buf.data(), kSizes[i], 7 + i);
+    if (send_one(ep, buf.data(), kSizes[i], 0, nullptr) != ZCX_SUCCESS) return 10;
+  }
+  return 0;
+}
+
 TEST_P(UcxPair, SizesArriveIntactInOrder) {
-  ForkResult r = run_pair(
-      [](Endpoint& ep, pid_t) {
-        if (!accept_within(&ep, 20000)) return false;
-        for (size_t i = 0; i < std::size(kSizes); ++i) {
-          std::vector<uint8_t> buf(kSizes[i] + 64, 0xee);
-          void* mh = nullptr;
-          if (ep.ops->reg_mr(ep.comm, buf.data(), buf.size(), ZCX_MEM_HOST, &mh) != ZCX_SUCCESS)
-            return false;
-          void* data[1] = {buf.data()};
-          size_t sizes[1] = {buf.size()};
-          int tags[1] = {0};
-          void* req = nullptr;
-          if (ep.ops->irecv(ep.comm, 1, data, sizes, tags, &mh, &req) != ZCX_SUCCESS) return false;
-          size_t got[8] = {};
-          if (test_until_done(&ep, req, got, 20000) != ZCX_SUCCESS) return false;
-          bool ok = got[0] == kSizes[i] && check_pattern(buf.data(), kSizes[i], 7 + i);
-          if (!ok)
-            ep.error = "message " + std::to_string(i) + " wrong: got " + std::to_string(got[0]) +
-                       " bytes, first byte " + std::to_string(buf[0]);
-          (void)ep.ops->dereg_mr(ep.comm, mh);
-          if (!ok) return false;
-        }
-        return true;
-      },
-      [](Endpoint& ep) {
-        for (size_t i = 0; i < std::size(kSizes); ++i) {
-          std::vector<uint8_t> buf(kSizes[i] + 1);
-          fill_pattern(buf.data(), kSizes[i], 7 + i);
-          if (send_one(ep, buf.data(), kSizes[i], 0, nullptr) != ZCX_SUCCESS) return 10;
-        }
-        return 0;
-      });
+  ForkResult r = run_pair(receive_sizes, send_sizes);
   if (!r.parent_ok && r.error == "ucx provider has no device") GTEST_SKIP() << "UCX unusable here";
   expect_pair(r);
+}
+
+// The acceptor uses tcp and runs a ucp_listener; the connector has only shared memory, where
+// UCX's connection manager cannot connect, so it must say so in its hello and both must
+// settle on the worker address (over posix/cma), with every byte arriving.
+TEST(UcxSockaddr, ConnectorWithoutTcpUsesWorkerAddress) {
+  setenv("UCX_TLS", "tcp,posix,cma", 1);
+  ForkResult r = run_pair(receive_sizes, send_sizes, kSecret, 30000, "posix,cma");
+  unsetenv("UCX_TLS");
+  if (!r.parent_ok && r.error == "ucx provider has no device") GTEST_SKIP() << "UCX unusable here";
+  ASSERT_TRUE(r.parent_ok) << r.error;
+  ASSERT_TRUE(WIFEXITED(r.child_status)) << "child killed or timed out";
+  EXPECT_EQ(WEXITSTATUS(r.child_status), 0) << "child failed (see its stderr)";
 }
 
 // 512 requests in flight each way, posted before any test(); order must be kept.

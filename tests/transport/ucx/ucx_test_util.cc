@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace zcx::ucx_test {
@@ -127,7 +128,9 @@ bool check_pattern(const void* buf, size_t n, uint32_t seed) {
 
 namespace {
 
-int child_main(int read_fd, const std::function<int(Endpoint&)>& child, uint64_t secret) {
+int child_main(int read_fd, const std::function<int(Endpoint&)>& child, uint64_t secret,
+               const char* ucx_tls) {
+  if (ucx_tls != nullptr) setenv("UCX_TLS", ucx_tls, 1);
   uint8_t handle[ZCX_HANDLE_BYTES];
   size_t got = 0;
   while (got < sizeof(handle)) {
@@ -186,7 +189,7 @@ int wait_child(pid_t pid, int timeout_ms) {
 
 ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
                     const std::function<int(Endpoint&)>& child, uint64_t child_secret,
-                    int timeout_ms) {
+                    int timeout_ms, const char* child_ucx_tls) {
   ForkResult result;
   int fds[2];
   if (pipe(fds) != 0) return result;
@@ -194,7 +197,7 @@ ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[1]);
-    _exit(child_main(fds[0], child, child_secret));
+    _exit(child_main(fds[0], child, child_secret, child_ucx_tls));
   }
   close(fds[0]);
   Endpoint ep;

@@ -42,6 +42,7 @@ bool check_pattern(const void* buf, size_t n, uint32_t seed);
 // Runs `child(handle)` in a forked child after the parent listened (parent rank 0, child
 // rank 1). The parent then accepts and runs `parent(ep, child_pid)`. Returns the child's
 // exit status (as from waitpid) through *child_status, -1 when it had to be killed.
+// child_ucx_tls, when set, is the child's UCX_TLS (the parent keeps the test's).
 struct ForkResult {
   bool parent_ok = false;
   int child_status = -1;
@@ -49,7 +50,7 @@ struct ForkResult {
 };
 ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
                     const std::function<int(Endpoint&)>& child, uint64_t child_secret = kSecret,
-                    int timeout_ms = 30000);
+                    int timeout_ms = 30000, const char* child_ucx_tls = nullptr);
 
 // The same with the roles reversed: the child (rank 1) listens, accepts and runs `child`
 // (the receiver); the parent (rank 0) connects and runs `parent` (the sender).

@@ -15,6 +15,7 @@ bool resolve_all(DlLibrary& lib, UcxApi& api) {
          lib.symbol("ucp_init_version", api.init_version) &&
          lib.symbol("ucp_cleanup", api.cleanup) &&
          lib.symbol("ucp_context_query", api.context_query) &&
+         lib.symbol("ucp_context_print_info", api.context_print_info) &&
          lib.symbol("ucp_worker_create", api.worker_create) &&
          lib.symbol("ucp_worker_destroy", api.worker_destroy) &&
          lib.symbol("ucp_worker_progress", api.worker_progress) &&
@@ -22,6 +23,10 @@ bool resolve_all(DlLibrary& lib, UcxApi& api) {
          lib.symbol("ucp_worker_release_address", api.worker_release_address) &&
          lib.symbol("ucp_ep_create", api.ep_create) &&
          lib.symbol("ucp_ep_close_nbx", api.ep_close_nbx) &&
+         lib.symbol("ucp_listener_create", api.listener_create) &&
+         lib.symbol("ucp_listener_destroy", api.listener_destroy) &&
+         lib.symbol("ucp_listener_query", api.listener_query) &&
+         lib.symbol("ucp_conn_request_query", api.conn_request_query) &&
          lib.symbol("ucp_request_check_status", api.request_check_status) &&
          lib.symbol("ucp_request_cancel", api.request_cancel) &&
          lib.symbol("ucp_request_free", api.request_free) &&

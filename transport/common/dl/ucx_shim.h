@@ -18,6 +18,7 @@ struct UcxApi {
   decltype(&ucp_init_version) init_version;
   decltype(&ucp_cleanup) cleanup;
   decltype(&ucp_context_query) context_query;
+  decltype(&ucp_context_print_info) context_print_info;
   decltype(&ucp_worker_create) worker_create;
   decltype(&ucp_worker_destroy) worker_destroy;
   decltype(&ucp_worker_progress) worker_progress;
@@ -25,6 +26,10 @@ struct UcxApi {
   decltype(&ucp_worker_release_address) worker_release_address;
   decltype(&ucp_ep_create) ep_create;
   decltype(&ucp_ep_close_nbx) ep_close_nbx;
+  decltype(&ucp_listener_create) listener_create;
+  decltype(&ucp_listener_destroy) listener_destroy;
+  decltype(&ucp_listener_query) listener_query;
+  decltype(&ucp_conn_request_query) conn_request_query;
   decltype(&ucp_request_check_status) request_check_status;
   decltype(&ucp_request_cancel) request_cancel;
   decltype(&ucp_request_free) request_free;
