@@ -276,7 +276,7 @@ Status accept_finish(ListenComm* lc, Accepting* a, const zcx_peer_info_t& self, 
   }
   uint32_t conn_id = next_conn_id(ctx);
   ZCX_TRY(send_ack(ctx, a->sock.get(), hello, Status::kSuccess, conn_id, self));
-  if (ctx->ucp_listener != nullptr && hello.ucp_port != 0) sockaddr_expect(ctx, a->peer);
+  if (ctx->ucp_listener_port != 0 && hello.ucp_port != 0) sockaddr_expect(ctx, a->peer);
   *out = make_comm(ctx, std::move(a->sock), hello.who, conn_id, false);
   ZCX_INFO(kLog, "ucx: accepted %s on %s, connection %u", (*out)->peer.text().c_str(),
            lc->addr.to_string().c_str(), conn_id);
