@@ -9,10 +9,13 @@
 // mode PEER) in one of two ways. Where UCX uses tcp, the acceptor also runs a ucp_listener
 // and sends its port in the ack, and the connector goes through UCX's sockaddr connection
 // manager: in peer mode UCX 1.13 keeps tcp's zero-copy rendezvous lanes only on such
-// endpoints, which is worth 1.5-1.8x at 1 MiB (ucx_sockaddr.cc, docs/PERFORMANCE.md).
-// Otherwise, or when that endpoint does not connect, it uses the acceptor's worker address;
-// the sockaddr manager cannot connect at all when UCX_TLS holds only shared-memory
-// transports ("Destination is unreachable"). The socket stays open for the life of the
+// endpoints, which is worth 1.5-1.8x at 1 MiB (ucx_sockaddr.cc, docs/PERFORMANCE.md). Below
+// ZCX_UCX_SOCKADDR_MIN (256 KiB) the one active-message lane of a worker-address endpoint is
+// faster, so such a connection has a second endpoint, from the worker address, for small
+// messages (matching is by exact sequence tags, so which endpoint carries a message does not
+// matter). Otherwise the connector uses the acceptor's worker address alone; the sockaddr
+// manager cannot connect at all when UCX_TLS holds only shared-memory transports
+// ("Destination is unreachable"). The socket stays open for the life of the
 // connection: a peer that dies closes it at once (the kernel does), which gives a prompt
 // "peer died" on any transport, and a peer that closes its comm first sends a close record
 // with its message count.
@@ -137,6 +140,11 @@ struct CommBase {
   Ctx* ctx = nullptr;
   ucp_ep_h ep = nullptr;
   std::unique_ptr<EpError> ep_error;  // heap: the callback holds its address
+  // With a sockaddr endpoint (ucx_sockaddr.cc), messages below sockaddr_min go on a second,
+  // worker-address endpoint: its one active-message lane beats the rendezvous lanes there.
+  ucp_ep_h small_ep = nullptr;
+  std::unique_ptr<EpError> small_ep_error;
+  size_t sockaddr_min = 0;
   PeerName peer;
   uint32_t conn_id = 0;
   uint32_t seq = 0;                    // next sequence number

@@ -17,5 +17,9 @@ const config::BoolParam sockaddr{"ZCX_UCX_SOCKADDR", true,
     "where UCX uses tcp on both sides, else from the peer's worker address (0: always the "
     "worker address). Over tcp this keeps UCX's zero-copy rendezvous lanes in error mode "
     "PEER, which UCX 1.13 drops on worker-address endpoints."};
+const config::SizeParam sockaddr_min{"ZCX_UCX_SOCKADDR_MIN", 256 * 1024,
+    "With sockaddr endpoints (ZCX_UCX_SOCKADDR), messages from this size on go through them; "
+    "smaller ones go through a second, worker-address endpoint to the same peer, whose one "
+    "active-message lane was faster below about 256 KiB over tcp on the dev VM."};
 
 }  // namespace zcx::ucx::params

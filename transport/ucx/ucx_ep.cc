@@ -196,6 +196,7 @@ void close_comm(CommBase* comm) {
     (void)!send(comm->sock.get(), record.data(), record.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   drop_requests(comm);
   if (comm->handshake != nullptr) connect_destroy(comm->handshake);
+  ep_close(ctx, comm->small_ep, std::move(comm->small_ep_error));
   ep_close(ctx, comm->ep, std::move(comm->ep_error));
   delete comm;
 }

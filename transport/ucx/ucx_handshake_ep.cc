@@ -59,7 +59,7 @@ CommBase* make_comm(Ctx* ctx, UniqueFd sock, const zcx_peer_info_t& who, uint32_
 // memory transports cannot detect peer failure, so with UCX_TLS=posix,cma no lane qualifies
 // ("unreachable"); then the endpoint is made without it and the side channel alone reports
 // a dead peer (its socket closes when the process dies).
-Status create_ep(CommBase* c, const std::string& address) {
+Status create_ep(CommBase* c, const std::string& address, ucp_ep_h* ep, EpError* box) {
   Ctx* ctx = c->ctx;
   ucs_status_t s = UCS_ERR_UNREACHABLE;
   for (ucp_err_handling_mode_t mode : {UCP_ERR_HANDLING_MODE_PEER, UCP_ERR_HANDLING_MODE_NONE}) {
@@ -70,8 +70,8 @@ Status create_ep(CommBase* c, const std::string& address) {
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(address.data());
     params.err_mode = mode;
-    params.err_handler = error_handler(c->ep_error.get());
-    s = ctx->api->ep_create(ctx->worker, &params, &c->ep);
+    params.err_handler = error_handler(box);
+    s = ctx->api->ep_create(ctx->worker, &params, ep);
     if (s == UCS_OK) {
       if (mode == UCP_ERR_HANDLING_MODE_NONE)
         ZCX_INFO(kLog, "ucx: endpoint to %s without UCP peer-failure handling (these UCX "
@@ -82,7 +82,7 @@ Status create_ep(CommBase* c, const std::string& address) {
     if (s != UCS_ERR_UNREACHABLE) break;
     if (mode == UCP_ERR_HANDLING_MODE_PEER) ctx->peer_mode_unreachable = true;
   }
-  c->ep = nullptr;
+  *ep = nullptr;
   return set_error(Status::kRemote, kLog, "ucx: endpoint to %s failed: %s (check UCX_TLS: both "
                    "sides need a common transport)", c->peer.text().c_str(), ucs_text(ctx, s));
 }
@@ -208,8 +208,13 @@ Status handshake_progress(CommBase* c) {
   c->last_activity_ns = now_ns();
   ZCX_INFO(kLog, "ucx: connected to %s at %s, connection %u", c->peer.text().c_str(),
            where.c_str(), c->conn_id);
-  if (ack.ucp_port != 0 && sockaddr_usable(c->ctx)) return sockaddr_ep_create(c, ucp_addr);
-  return create_ep(c, address);
+  if (ack.ucp_port == 0 || !sockaddr_usable(c->ctx))
+    return create_ep(c, address, &c->ep, c->ep_error.get());
+  // Both: the sockaddr endpoint for large messages, the worker-address one for small ones.
+  c->small_ep_error = std::make_unique<EpError>();
+  ZCX_TRY(create_ep(c, address, &c->small_ep, c->small_ep_error.get()));
+  c->sockaddr_min = ucx::params::sockaddr_min.get();
+  return sockaddr_ep_create(c, ucp_addr);
 }
 
 void connect_destroy(PendingConnect* pc) { delete pc; }

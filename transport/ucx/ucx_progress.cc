@@ -85,9 +85,11 @@ Status fail_status(CommBase* c, ucs_status_t s, size_t posted) {
 
 Status check_alive(CommBase* c) {
   if (c->failure.has()) return c->failure.raise();
-  if (c->ep_error->status != UCS_OK)
+  ucs_status_t s = c->ep_error->status;
+  if (s == UCS_OK && c->small_ep_error) s = c->small_ep_error->status;
+  if (s != UCS_OK)
     return fail(c, Status::kRemote, "connection with peer failed (it died, closed the "
-                "connection or is unreachable):", c->ep_error->status);
+                "connection or is unreachable):", s);
   return Status::kSuccess;
 }
 
@@ -221,7 +223,8 @@ Status isend(SendComm* c, void* data, size_t size, int tag, Mr* mr, Request** ou
     }
   }
   ucp_request_param_t param = op_param(c, mr, nullptr);
-  ucs_status_ptr_t p = c->ctx->api->tag_send_nbx(c->ep, data, size,
+  ucp_ep_h ep = c->small_ep != nullptr && size < c->sockaddr_min ? c->small_ep : c->ep;
+  ucs_status_ptr_t p = c->ctx->api->tag_send_nbx(ep, data, size,
                                                  data_tag(c->conn_id, tag, c->seq), &param);
   if (UCS_PTR_IS_ERR(p)) return fail_status(c, UCS_PTR_STATUS(p), size);
   ++c->seq;
