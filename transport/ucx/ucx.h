@@ -235,7 +235,9 @@ void close_comm(CommBase* comm);
 void ucp_listener_start(Ctx* ctx, const SockAddr& local);
 void take_conn_requests(Ctx* ctx);     // from progress(): server endpoints for new requests
 void sockaddr_expect(Ctx* ctx, const SockAddr& connector);  // an accepting ack went there
-void close_server_eps(Ctx* ctx, bool all);
+// At ctx end: waits for the requests still expected, closes every server endpoint, then
+// destroys the listener.
+void sockaddr_shutdown(Ctx* ctx);
 // Whether this ctx makes endpoints through the manager (ZCX_UCX_SOCKADDR and UCX uses tcp).
 bool sockaddr_usable(Ctx* ctx);
 // Connector: the endpoint to the acceptor's ucp_listener at `addr`.

@@ -90,7 +90,7 @@ Status ctx_create(const zcx_provider_init_t* init, Ctx** out) {
 void ctx_destroy(Ctx* ctx) {
   if (ctx == nullptr) return;
   drop_pending_connects(ctx);
-  if (ctx->worker != nullptr) close_server_eps(ctx, true);
+  if (ctx->worker != nullptr) sockaddr_shutdown(ctx);
   // Registrations the caller left behind: UCX asserts if its cache still holds them.
   while (!ctx->mrs.empty()) (void)dereg_mr(*ctx->mrs.begin());
   if (ctx->worker_unsafe) {

@@ -325,7 +325,7 @@ void drop_requests(CommBase* c) {
   }
   Deadline dl = Deadline::after_ms(std::min<int64_t>(zcx::params::timeout_ms(), 2000));
   while (!stuck.empty() && !dl.expired()) {
-    api.worker_progress(c->ctx->worker);
+    progress(c->ctx);  // not bare worker progress: connection requests are answered too
     std::erase_if(stuck, [&](void* req) {
       if (api.request_check_status(req) == UCS_INPROGRESS) return false;
       api.request_free(req);

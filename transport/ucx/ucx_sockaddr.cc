@@ -144,20 +144,28 @@ void sockaddr_expect(Ctx* ctx, const SockAddr& connector) {
   ++ctx->sockaddr_expected[ip_of(connector)];
 }
 
-void take_conn_requests(Ctx* ctx) {
-  if (ctx->server_ep_failed) close_server_eps(ctx, false);
-  if (ctx->conn_requests.empty()) return;
-  std::vector<ucp_conn_request_h> requests;
-  requests.swap(ctx->conn_requests);
-  for (ucp_conn_request_h request : requests)
-    accept_request(ctx, request, take_expected(ctx, request));
+namespace {
+
+void close_server_ep(Ctx* ctx, ServerEp& sep) {
+  if (sep.box->status == UCS_OK) sep.box->status = UCS_ERR_CANCELED;  // ask for a force close
+  sep.box->any_failed = nullptr;
+  ep_close(ctx, sep.ep, std::move(sep.box));
 }
 
-namespace {
+// Force-closes the server endpoints whose connector went away (their error callback fired).
+void sweep_server_eps(Ctx* ctx) {
+  ctx->server_ep_failed = false;
+  std::vector<ServerEp> eps;
+  eps.swap(ctx->server_eps);
+  for (ServerEp& sep : eps) {
+    if (sep.box->status == UCS_OK) ctx->server_eps.push_back(std::move(sep));
+    else close_server_ep(ctx, sep);
+  }
+}
 
 // Before the listener goes: a connector that got our ack may still be on its way, and UCX
 // can crash when a request reaches a listener being destroyed (openucx/ucx#11087). So wait,
-// bounded, until every expected request has arrived and been taken.
+// bounded, until every expected request has arrived and been taken (progress() takes them).
 void await_expected_requests(Ctx* ctx) {
   Deadline dl = Deadline::after_ms(std::min<int64_t>(zcx::params::timeout_ms(), 2000));
   while (!ctx->sockaddr_expected.empty() && !dl.expired()) progress(ctx);
@@ -168,25 +176,21 @@ void await_expected_requests(Ctx* ctx) {
 
 }  // namespace
 
-// Force-closes the server endpoints whose connector went away (all of them at ctx end).
-void close_server_eps(Ctx* ctx, bool all) {
-  if (all && ctx->ucp_listener != nullptr) {
-    await_expected_requests(ctx);
-    take_conn_requests(ctx);
-  }
-  ctx->server_ep_failed = false;
+void take_conn_requests(Ctx* ctx) {
+  if (ctx->server_ep_failed) sweep_server_eps(ctx);
+  if (ctx->conn_requests.empty()) return;
+  std::vector<ucp_conn_request_h> requests;
+  requests.swap(ctx->conn_requests);
+  for (ucp_conn_request_h request : requests)
+    accept_request(ctx, request, take_expected(ctx, request));
+}
+
+void sockaddr_shutdown(Ctx* ctx) {
+  if (ctx->ucp_listener != nullptr) await_expected_requests(ctx);
   std::vector<ServerEp> eps;
   eps.swap(ctx->server_eps);
-  for (ServerEp& sep : eps) {
-    if (!all && sep.box->status == UCS_OK) {
-      ctx->server_eps.push_back(std::move(sep));
-      continue;
-    }
-    if (sep.box->status == UCS_OK) sep.box->status = UCS_ERR_CANCELED;  // ask for a force close
-    sep.box->any_failed = nullptr;
-    ep_close(ctx, sep.ep, std::move(sep.box));
-  }
-  if (!all || ctx->ucp_listener == nullptr) return;
+  for (ServerEp& sep : eps) close_server_ep(ctx, sep);
+  if (ctx->ucp_listener == nullptr) return;
   ctx->api->listener_destroy(ctx->ucp_listener);
   ctx->ucp_listener = nullptr;
 }
