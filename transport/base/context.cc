@@ -130,8 +130,8 @@ std::string ContextImpl::provider_list(int r) const {
 }
 
 // The first provider in the lower rank's order that both ranks have (LOCAL_ONLY ones only
-// on the same host), restricted to `name` when given.
-Status ContextImpl::choose_provider(int peer, const std::string& name, size_t* slot) const {
+// on the same host), restricted to `name` when given; DEVICE_ONLY ones only by name.
+bool ContextImpl::find_provider(int peer, const std::string& name, size_t* slot) const {
   const RemoteRank& me = ranks_[static_cast<size_t>(rank())];
   const RemoteRank& them = ranks_[static_cast<size_t>(peer)];
   const RemoteRank& order = rank() <= peer ? me : them;
@@ -144,10 +144,24 @@ Status ContextImpl::choose_provider(int peer, const std::string& name, size_t* s
       const zcx_provider_ops_t* ops = providers_[i].ops;
       if (ops->id != id || (!name.empty() && name != ops->name)) continue;
       if ((ops->flags & ZCX_PROVIDER_LOCAL_ONLY) && !same_host) continue;
+      if ((ops->flags & ZCX_PROVIDER_DEVICE_ONLY) && name.empty()) continue;
       *slot = i;
-      return Status::kSuccess;
+      return true;
     }
   }
+  return false;
+}
+
+bool ContextImpl::reaches(int peer, const std::string& provider) const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  size_t slot = 0;
+  return peer >= 0 && peer < nranks() && find_provider(peer, provider, &slot);
+}
+
+Status ContextImpl::choose_provider(int peer, const std::string& name, size_t* slot) const {
+  if (find_provider(peer, name, slot)) return Status::kSuccess;
+  const bool same_host = ranks_[static_cast<size_t>(rank())].host_id ==
+                         ranks_[static_cast<size_t>(peer)].host_id;
   return set_error(Status::kNoDevice, kLogInit,
                    "rank %d: no provider%s%s reaches %s (this rank has [%s], the peer [%s]%s); "
                    "check ZCX_PROVIDERS and that the providers have devices on both hosts",

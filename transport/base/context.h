@@ -52,6 +52,12 @@ class Context {
   // The endpoint to `peer`, connecting if needed (bounded by ZCX_TIMEOUT). provider: "" for
   // the ZCX_PROVIDERS order, else that provider only.
   virtual Status endpoint(int peer, Endpoint** ep, const std::string& provider = "") = 0;
+  // Whether `provider` is open on both sides and can reach `peer` (endpoint would not fail
+  // for want of a provider). Sets no error.
+  virtual bool reaches(int peer, const std::string& provider) const {
+    (void)peer, (void)provider;
+    return false;
+  }
   // done=true frees the request; *size gets the bytes moved.
   virtual Status test(Request* req, bool* done, size_t* size) = 0;
   // Bounded by ZCX_TIMEOUT; on a timeout the request stays valid (test it again, or abort).

@@ -85,6 +85,7 @@ class ContextImpl final : public Context {
   int nranks() const override { return bs_->nranks(); }
   Bootstrap& bootstrap() override { return *bs_; }
   Status endpoint(int peer, Endpoint** ep, const std::string& provider) override;
+  bool reaches(int peer, const std::string& provider) const override;
   Status test(Request* req, bool* done, size_t* size) override;
   Status wait(Request* req, size_t* size) override;
   Status progress() override;
@@ -114,6 +115,7 @@ class ContextImpl final : public Context {
   Status open_providers(const ContextOptions& options);
   Status exchange_records(const std::string& host_identity);
   Status choose_provider(int peer, const std::string& name, size_t* slot) const;
+  bool find_provider(int peer, const std::string& name, size_t* slot) const;
   Status connect_send(int peer, size_t slot, void** send_comm);
   Status accept_pending(ProviderSlot& p);
   std::string provider_list(int rank) const;

@@ -37,6 +37,8 @@ enum { ZCX_MEM_HOST = 0x1, ZCX_MEM_CUDA = 0x2, ZCX_MEM_DMABUF = 0x4 };
 enum {
   ZCX_PROVIDER_LOCAL_ONLY = 0x1,  /* reaches only peers on the same host (shm, cuda_ipc) */
   ZCX_PROVIDER_NEEDS_REG = 0x2,   /* isend/irecv need an mhandle from reg_mr */
+  ZCX_PROVIDER_DEVICE_ONLY = 0x4, /* moves GPU memory only (cuda_ipc): used when asked for by
+                                     name, never picked for host traffic */
 };
 
 /* Wire ids of providers, carried in handles (docs/WIRE.md). */

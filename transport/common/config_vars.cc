@@ -14,9 +14,10 @@ const config::StringParam debug_file{"ZCX_DEBUG_FILE", "",
 const config::DoubleParam timeout{"ZCX_TIMEOUT", 300.0,
     "Seconds any wait may last without progress before it fails with a timeout that names "
     "the peer. Bounds bootstrap, connection set-up and every transfer."};
-const config::StringParam providers{"ZCX_PROVIDERS", "shm,ib,ucx,tcp",
+const config::StringParam providers{"ZCX_PROVIDERS", "shm,ib,ucx,tcp,cuda_ipc",
     "Provider preference order; a provider is used for a peer when it is built, has a "
-    "device and can reach the peer. Names: tcp, shm, ib, ucx, cuda_ipc."};
+    "device and can reach the peer. Names: tcp, shm, ib, ucx, cuda_ipc. cuda_ipc moves GPU "
+    "memory only: stream-ordered collectives ask for it by name, host traffic never takes it."};
 const config::StringParam socket_ifname{"ZCX_SOCKET_IFNAME", "",
     "Network interface(s) for sockets: a prefix list such as eth,ib; ^docker excludes; "
     "=eth0 matches exactly. Default: the first up, non-loopback interface, else loopback."};
