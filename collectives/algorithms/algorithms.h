@@ -30,6 +30,7 @@ struct OpArgs {
   int nranks = 1;
   size_t chunk = 0;                  // pipeline chunk in bytes (0 = whole blocks)
   const int* host_of = nullptr;      // host index of every rank (hierarchical algorithms)
+  int device = -1;                   // CUDA device of the buffers (stream-ordered call), or -1
   size_t esize() const { return dtype_bytes(dtype); }
 };
 

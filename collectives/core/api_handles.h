@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/comm.h"
+#include "core/gpu_queue.h"
 
 #include <zcx/coll.h>
 
@@ -9,6 +10,8 @@
 
 struct zcx_comm {
   std::unique_ptr<zcx::coll::Comm> comm;
+  // Stream-ordered calls, made at the first one. Declared after comm: destroyed first.
+  std::unique_ptr<zcx::coll::GpuQueue> gpu;
 };
 
 struct zcx_coll_request {

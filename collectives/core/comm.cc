@@ -1,6 +1,8 @@
 // Communicator: planning, the operation queue, lazy endpoints, sticky errors, split.
 #include "core/comm.h"
 
+#include "core/gpu_queue.h"
+
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -104,6 +106,25 @@ Status Comm::endpoint(int peer, Endpoint** ep) {
   return Status::kSuccess;
 }
 
+// Both sides decide alike (reaches() reads what both ranks opened): cuda_ipc where it reaches
+// the peer and staging is not forced, else the host endpoint through pinned bounce buffers.
+Status Comm::data_endpoint(int peer, Endpoint** ep, bool* staged) {
+  if (data_eps_.empty()) data_eps_.assign(world_.size(), nullptr), data_staged_.assign(world_.size(), 0);
+  if (!data_eps_[peer]) {
+    const bool ipc = gpu_ && !gpu_->staging() && ctx_->reaches(world_[peer], "cuda_ipc");
+    if (ipc) ZCX_TRY(ctx_->endpoint(world_[peer], &data_eps_[peer], "cuda_ipc"));
+    else ZCX_TRY(endpoint(peer, &data_eps_[peer]));
+    data_staged_[peer] = !ipc;
+    ZCX_INFO(kLogColl, "comm '%s': device memory to %s goes %s", name_.c_str(),
+             peer_name(peer).c_str(), ipc ? "over cuda_ipc" : "staged through pinned host memory");
+  }
+  *ep = data_eps_[peer];
+  *staged = data_staged_[peer] != 0;
+  return Status::kSuccess;
+}
+
+const DeviceIo* Comm::device_io() { return gpu_ ? gpu_->io() : nullptr; }
+
 void Comm::index_hosts() {
   std::vector<std::string> hosts;
   std::vector<int> per_host;
@@ -198,7 +219,11 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   a.nranks = nranks();
   Choice c;
   SelectInput si;
-  if (a.kind != CollKind::kSendRecv) {
+  if (a.device >= 0) {  // device memory: no shared lane; choices not cached with host ones
+    si = select_input(a);
+    si.shared_lane = false, si.shared_bulk_piece = 0;
+    c = select(si);
+  } else if (a.kind != CollKind::kSendRecv) {
     si = select_input(a);
     c = choose(si);
     if (c.algo == Algo::kShared && lane_state_ == LaneState::kUntried) {
@@ -220,7 +245,8 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;
   auto fresh_schedule = [&] {
     op->sched = Schedule(a.dtype, a.op);
-    op->sched.set_pool(scratch_);
+    op->sched.set_pool(a.device >= 0 && gpu_ ? gpu_->device_scratch() : scratch_);
+    op->sched.set_device(a.device);
     if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
   };
   fresh_schedule();
@@ -365,11 +391,26 @@ Status Comm::progress() {
       return st;
     }
     if (!done) return Status::kSuccess;
-    if (head.avg_buf) finalize_avg(head.sched.dtype(), head.avg_buf, head.avg_count, nranks());
+    st = finish_avg(head);
+    if (st != Status::kSuccess) {
+      err_.record(st, last_error());
+      fail_queue(st);
+      return st;
+    }
     head.done = true;
     queue_.pop_front();
   }
   return Status::kSuccess;
+}
+
+Status Comm::finish_avg(const Op& op) {
+  if (!op.avg_buf) return Status::kSuccess;
+  if (op.sched.device() < 0) {
+    finalize_avg(op.sched.dtype(), op.avg_buf, op.avg_count, nranks());
+    return Status::kSuccess;
+  }
+  if (!gpu_) return set_error(Status::kInternal, kLogColl, "device avg without a GPU queue");
+  return gpu_->finalize_avg(op.sched.dtype(), op.avg_buf, op.avg_count, nranks());
 }
 
 Status Comm::test(Op& op, bool* done) {

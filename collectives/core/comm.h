@@ -26,6 +26,8 @@
 
 namespace zcx::coll {
 
+class GpuQueue;
+
 // A shared-lane operation (no schedule): the call, its lane sequence number, its progress.
 struct LaneOp {
   OpArgs args;
@@ -136,12 +138,18 @@ class Comm final : public PeerLinks {
   Status drain();
   void abort();
   Status async_error() const { return err_.has() ? err_.status() : Status::kSuccess; }
+  // Stream-ordered calls (core/gpu_queue.h): the queue that runs them, attached by the API at
+  // the first such call; it outlives nothing (zcx_comm destroys it before the Comm).
+  void attach_gpu(GpuQueue* gpu) { gpu_ = gpu; }
+  int64_t last_activity_ns() const;  // when the running operation last moved
 
   // PeerLinks
   Status endpoint(int peer, Endpoint** ep) override;
   Context& context() override { return *ctx_; }
   std::string peer_name(int peer) const override;
   int dead_member() override;
+  Status data_endpoint(int peer, Endpoint** ep, bool* staged) override;
+  const DeviceIo* device_io() override;
 
  private:
   Comm() = default;
@@ -156,7 +164,7 @@ class Comm final : public PeerLinks {
   void index_hosts();
   bool host_oversubscribed() const;
   Status check_usable();
-  int64_t last_activity_ns() const;  // when the running operation last moved
+  Status finish_avg(const Op& op);
   uint32_t spin_rounds(bool lane) const;
   // The shared lane (comm_lane.cc).
   bool lane_possible() const;
@@ -189,6 +197,9 @@ class Comm final : public PeerLinks {
   uint64_t seq_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;  // per-peer message numbers
   std::vector<Endpoint*> eps_;
+  GpuQueue* gpu_ = nullptr;
+  std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ when staged
+  std::vector<uint8_t> data_staged_;
   std::deque<std::shared_ptr<Op>> queue_;
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;

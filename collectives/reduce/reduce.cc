@@ -1,5 +1,6 @@
 // Run-time dispatch of the reduction kernels, the avg finalisation, and dtype/op names.
 #include "reduce/reduce.h"
+#include "reduce/reduce_elem.h"
 
 #include "common/config.h"
 #include "common/log.h"
@@ -50,22 +51,6 @@ SimdLevel cap_from_param() {
   return SimdLevel::kAvx512;
 }
 
-template <class T>
-void divide_ints(void* buf, size_t n, int nranks) {
-  auto* p = static_cast<T*>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(nranks));
-}
-template <class T>
-void divide_floats(void* buf, size_t n, int nranks) {
-  auto* p = static_cast<T*>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = p[i] / static_cast<T>(nranks);
-}
-template <float (*kTo)(uint16_t), uint16_t (*kFrom)(float)>
-void divide_halves(void* buf, size_t n, int nranks) {
-  auto* p = static_cast<uint16_t*>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = kFrom(kTo(p[i]) / static_cast<float>(nranks));
-}
-
 }  // namespace
 
 const char* simd_level_name(SimdLevel level) {
@@ -105,19 +90,7 @@ void reduce(zcx_dtype_t dtype, zcx_redop_t op, void* out, const void* a, const v
 }
 
 void finalize_avg(zcx_dtype_t dtype, void* buf, size_t n, int nranks) {
-  switch (dtype) {
-    case ZCX_INT8: return divide_ints<int8_t>(buf, n, nranks);
-    case ZCX_UINT8: return divide_ints<uint8_t>(buf, n, nranks);
-    case ZCX_INT32: return divide_ints<int32_t>(buf, n, nranks);
-    case ZCX_UINT32: return divide_ints<uint32_t>(buf, n, nranks);
-    case ZCX_INT64: return divide_ints<int64_t>(buf, n, nranks);
-    case ZCX_UINT64: return divide_ints<uint64_t>(buf, n, nranks);
-    case ZCX_FLOAT16: return divide_halves<f16_to_f32, f32_to_f16>(buf, n, nranks);
-    case ZCX_BFLOAT16: return divide_halves<bf16_to_f32, f32_to_bf16>(buf, n, nranks);
-    case ZCX_FLOAT32: return divide_floats<float>(buf, n, nranks);
-    case ZCX_FLOAT64: return divide_floats<double>(buf, n, nranks);
-    default: return;
-  }
+  divide_by_ranks(dtype, buf, n, nranks);
 }
 
 }  // namespace zcx::coll

@@ -4,6 +4,8 @@
 
 #include "reduce/half.h"
 
+#include <zcx/coll.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -80,6 +82,39 @@ template <class Op>
 inline void scalar_loop_bhalf(void* out, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i)
     store_elem<uint16_t>(out, i, bhalf_apply<Op>(load_elem<uint16_t>(a, i), load_elem<uint16_t>(b, i)));
+}
+
+// avg's last step, buf[i] /= nranks (integers truncate toward zero; 16-bit floats divide in
+// float32 and round once). The CPU path and the tests' simulated CUDA runtime share it.
+template <class T>
+inline void divide_ints(void* buf, size_t n, int nranks) {
+  auto* p = static_cast<T*>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(nranks));
+}
+template <class T>
+inline void divide_floats(void* buf, size_t n, int nranks) {
+  auto* p = static_cast<T*>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = p[i] / static_cast<T>(nranks);
+}
+template <float (*kTo)(uint16_t), uint16_t (*kFrom)(float)>
+inline void divide_halves(void* buf, size_t n, int nranks) {
+  auto* p = static_cast<uint16_t*>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = kFrom(kTo(p[i]) / static_cast<float>(nranks));
+}
+inline void divide_by_ranks(zcx_dtype_t dtype, void* buf, size_t n, int nranks) {
+  switch (dtype) {
+    case ZCX_INT8: return divide_ints<int8_t>(buf, n, nranks);
+    case ZCX_UINT8: return divide_ints<uint8_t>(buf, n, nranks);
+    case ZCX_INT32: return divide_ints<int32_t>(buf, n, nranks);
+    case ZCX_UINT32: return divide_ints<uint32_t>(buf, n, nranks);
+    case ZCX_INT64: return divide_ints<int64_t>(buf, n, nranks);
+    case ZCX_UINT64: return divide_ints<uint64_t>(buf, n, nranks);
+    case ZCX_FLOAT16: return divide_halves<f16_to_f32, f32_to_f16>(buf, n, nranks);
+    case ZCX_BFLOAT16: return divide_halves<bf16_to_f32, f32_to_bf16>(buf, n, nranks);
+    case ZCX_FLOAT32: return divide_floats<float>(buf, n, nranks);
+    case ZCX_FLOAT64: return divide_floats<double>(buf, n, nranks);
+    default: return;
+  }
 }
 
 }  // namespace zcx::coll

@@ -31,29 +31,42 @@ bool Executor::deps_done(int i) const {
   return true;
 }
 
-Status Executor::issue(int i) {
-  const Task& t = sched_->tasks()[i];
+// A reduction or copy: no transport, complete when it returns.
+Status Executor::issue_local(const Task& t) {
+  if (on_device()) return device_compute(t);
   if (t.kind == TaskKind::kReduce) {
     size_t es = zcx_dtype_size(sched_->dtype());
     reduce(sched_->dtype(), sched_->op(), t.dst, t.src, t.src2, t.bytes / es);
-    complete_[i] = 1;
-    return Status::kSuccess;
-  }
-  if (t.kind == TaskKind::kCopy) {
+  } else {
     std::memcpy(t.dst, t.src, t.bytes);
+  }
+  return Status::kSuccess;
+}
+
+Status Executor::issue(int i) {
+  const Task& t = sched_->tasks()[i];
+  if (t.kind == TaskKind::kReduce || t.kind == TaskKind::kCopy) {
+    ZCX_TRY(issue_local(t));
     complete_[i] = 1;
     return Status::kSuccess;
   }
   Endpoint* ep = nullptr;
   Status st = links_->endpoint(t.peer, &ep);
   if (st != Status::kSuccess) return fail(st, t, "connecting");
-  ZCX_TRY(t.kind == TaskKind::kSend ? issue_send(i, ep) : issue_recv(i, ep));
+  Endpoint* data_ep = ep;
+  bool staged = false;
+  if (on_device() && t.bytes != 0) {
+    st = links_->data_endpoint(t.peer, &data_ep, &staged);
+    if (st != Status::kSuccess) return fail(st, t, "connecting (device memory)");
+  }
+  ZCX_TRY(t.kind == TaskKind::kSend ? issue_send(i, ep, data_ep, staged)
+                                    : issue_recv(i, ep, data_ep, staged));
   if (slots_[i].hdr_done && slots_[i].data_done) complete_[i] = 1;  // nothing to wait for
   else inflight_.push_back(i);
   return Status::kSuccess;
 }
 
-Status Executor::issue_send(int i, Endpoint* ep) {
+Status Executor::issue_send(int i, Endpoint* ep, Endpoint* data_ep, bool staged) {
   const Task& t = sched_->tasks()[i];
   Slot& s = slots_[i];
   const int tag = static_cast<int>(desc_.comm_id & 0x7fff);
@@ -67,13 +80,15 @@ Status Executor::issue_send(int i, Endpoint* ep) {
     s.hdr_done = false;
   }
   if (t.bytes == 0) return Status::kSuccess;
-  Status st = ep->isend(t.src, t.bytes, tag, &s.req);
+  if (staged) ZCX_TRY(stage_out(t, s));
+  const void* data = staged ? s.bounce->data() : t.src;
+  Status st = data_ep->isend(data, t.bytes, tag, &s.req);
   if (st != Status::kSuccess) return fail(st, t, "sending to");
   s.data_done = false;
   return Status::kSuccess;
 }
 
-Status Executor::issue_recv(int i, Endpoint* ep) {
+Status Executor::issue_recv(int i, Endpoint* ep, Endpoint* data_ep, bool staged) {
   const Task& t = sched_->tasks()[i];
   Slot& s = slots_[i];
   const int tag = static_cast<int>(desc_.comm_id & 0x7fff);
@@ -84,7 +99,9 @@ Status Executor::issue_recv(int i, Endpoint* ep) {
     s.hdr_done = false;
   }
   if (t.bytes == 0) return Status::kSuccess;
-  Status st = ep->irecv(t.dst, t.bytes, tag, &s.req);
+  if (staged) ZCX_TRY(stage_recv_buffer(t, s));
+  void* dst = staged ? s.bounce->data() : t.dst;
+  Status st = data_ep->irecv(dst, t.bytes, tag, &s.req);
   if (st != Status::kSuccess) return fail(st, t, "receiving from");
   s.data_done = false;
   return Status::kSuccess;
@@ -138,6 +155,8 @@ Status Executor::test(int i, bool* complete) {
     if (t.kind == TaskKind::kRecv && size != t.bytes)
       return set_error(Status::kMismatch, kLogColl, "%s: %s sent %zu bytes where %zu were expected",
                        what().c_str(), links_->peer_name(t.peer).c_str(), size, t.bytes);
+    if (s.bounce && t.kind == TaskKind::kRecv) ZCX_TRY(stage_in(t, s));
+    s.bounce.reset();
   }
   *complete = true;
   complete_[i] = 1;

@@ -11,10 +11,18 @@
 #include "schedule/schedule.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace zcx::coll {
+
+// Stream-ordered GPU operations (a schedule with device() >= 0): the stream their copies and
+// reductions run on, and the pinned host memory that staged transfers go through.
+struct DeviceIo {
+  void* stream = nullptr;               // cudaStream_t of the communicator's GPU queue
+  std::shared_ptr<ScratchPool> pinned;  // bounce buffers of staged transfers
+};
 
 // What the executor needs from a communicator.
 class PeerLinks {
@@ -26,6 +34,14 @@ class PeerLinks {
   // A member whose process is known to have exited (checked while an operation stalls, so
   // that ranks not linked to a dead rank still name it), or -1.
   virtual int dead_member() { return -1; }
+  // Device memory: the endpoint that carries it to `peer`, either one that moves GPU memory
+  // itself (cuda_ipc, *staged = false) or a host endpoint that the executor feeds through
+  // pinned bounce buffers (*staged = true). Descriptors always go over endpoint().
+  virtual Status data_endpoint(int peer, Endpoint** ep, bool* staged) {
+    *staged = false;
+    return endpoint(peer, ep);
+  }
+  virtual const DeviceIo* device_io() { return nullptr; }
 };
 
 class Executor {
@@ -46,11 +62,20 @@ class Executor {
     Request* hdr = nullptr;
     bool hdr_done = true;
     bool data_done = true;
+    std::unique_ptr<ScratchBlock> bounce;  // staged device transfer: its host copy
   };
   bool deps_done(int i) const;
   Status issue(int i);
-  Status issue_send(int i, Endpoint* ep);
-  Status issue_recv(int i, Endpoint* ep);
+  Status issue_local(const Task& t);
+  Status issue_send(int i, Endpoint* ep, Endpoint* data_ep, bool staged);
+  Status issue_recv(int i, Endpoint* ep, Endpoint* data_ep, bool staged);
+  // Device memory (executor_device.cc): copies and reductions on the GPU queue's stream, and
+  // the host copies of staged transfers.
+  bool on_device() const { return sched_->device() >= 0; }
+  Status device_compute(const Task& t);
+  Status stage_out(const Task& t, Slot& s);  // send: device -> bounce
+  Status stage_recv_buffer(const Task& t, Slot& s);
+  Status stage_in(const Task& t, Slot& s);   // received: bounce -> device
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);
   Status fail(Status st, const Task& t, const char* action);

@@ -60,6 +60,11 @@ class Schedule {
   void* scratch(size_t bytes);
   void set_pool(std::shared_ptr<ScratchPool> pool) { pool_ = std::move(pool); }
 
+  // Device memory (a stream-ordered GPU operation): the CUDA device of every buffer and
+  // scratch block, or -1 for host memory. The executor then copies and reduces on the GPU.
+  void set_device(int device) { device_ = device; }
+  int device() const { return device_; }
+
   zcx_dtype_t dtype() const { return dtype_; }
   zcx_redop_t op() const { return op_; }
   const std::vector<Task>& tasks() const { return tasks_; }
@@ -73,6 +78,7 @@ class Schedule {
 
   zcx_dtype_t dtype_;
   zcx_redop_t op_;
+  int device_ = -1;
   std::vector<Task> tasks_;
   std::vector<int> deps_;
   std::shared_ptr<ScratchPool> pool_;

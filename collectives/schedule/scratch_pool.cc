@@ -17,7 +17,16 @@ void free_block(uint8_t* p) { ::operator delete(p, kAlign); }
 }  // namespace
 
 ScratchPool::~ScratchPool() {
-  for (Block& b : free_) free_block(b.p);
+  for (Block& b : free_) release(b.p);
+}
+
+uint8_t* ScratchPool::alloc(size_t bytes) const {
+  return memory_.alloc ? memory_.alloc(bytes ? bytes : 1) : alloc_block(bytes);
+}
+
+void ScratchPool::release(uint8_t* p) const {
+  if (memory_.free) memory_.free(p);
+  else free_block(p);
 }
 
 uint8_t* ScratchPool::take(size_t bytes, size_t* cap) {
@@ -34,7 +43,7 @@ uint8_t* ScratchPool::take(size_t bytes, size_t* cap) {
     }
   }
   *cap = bytes;
-  return alloc_block(bytes);
+  return alloc(bytes);
 }
 
 void ScratchPool::give(uint8_t* block, size_t cap) {
@@ -43,7 +52,7 @@ void ScratchPool::give(uint8_t* block, size_t cap) {
   if (free_.size() <= kKeep) return;
   auto smallest = std::min_element(free_.begin(), free_.end(),
                                    [](const Block& a, const Block& b) { return a.cap < b.cap; });
-  free_block(smallest->p);
+  release(smallest->p);
   free_.erase(smallest);
 }
 

@@ -8,15 +8,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 namespace zcx::coll {
 
+// Where a pool's blocks come from: host memory by default; device memory (cudaMalloc) or
+// pinned host memory for stream-ordered GPU operations. alloc throws std::bad_alloc.
+struct ScratchMemory {
+  std::function<uint8_t*(size_t)> alloc;
+  std::function<void(uint8_t*)> free;
+};
+
 class ScratchPool {
  public:
   ScratchPool() = default;
+  explicit ScratchPool(ScratchMemory memory) : memory_(std::move(memory)) {}
   ~ScratchPool();
   ScratchPool(const ScratchPool&) = delete;
   ScratchPool& operator=(const ScratchPool&) = delete;
@@ -33,6 +42,10 @@ class ScratchPool {
     uint8_t* p;
     size_t cap;
   };
+  uint8_t* alloc(size_t bytes) const;
+  void release(uint8_t* p) const;
+
+  ScratchMemory memory_;  // empty: host memory
   mutable std::mutex mu_;
   std::vector<Block> free_;
 };

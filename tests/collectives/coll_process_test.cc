@@ -97,11 +97,12 @@ int coll_rank(int rank, int n, const std::string& root) {
     step += 5;
   }
   config::clear_override("ZCX_ALGO");
-  // Argument checks: GPU streams are not there yet, bad dtype/root, NULL buffers.
+  // Argument checks: a stream with host buffers (no CUDA here: unsupported; with CUDA: host
+  // memory is not device memory), bad dtype/root, NULL buffers.
   int32_t one = 1;
   int fake_stream = 0;
-  if (zcx_allreduce(&one, &one, 1, ZCX_INT32, ZCX_SUM, comm, &fake_stream) != ZCX_ERR_UNSUPPORTED)
-    return fail(rank, 35);
+  zcx_status_t streamed = zcx_allreduce(&one, &one, 1, ZCX_INT32, ZCX_SUM, comm, &fake_stream);
+  if (streamed != ZCX_ERR_UNSUPPORTED && streamed != ZCX_ERR_INVALID_ARG) return fail(rank, 35);
   if (zcx_allreduce(&one, &one, 1, static_cast<zcx_dtype_t>(99), ZCX_SUM, comm, nullptr) !=
           ZCX_ERR_INVALID_ARG ||
       zcx_broadcast(&one, &one, 1, ZCX_INT32, n, comm, nullptr) != ZCX_ERR_INVALID_ARG ||

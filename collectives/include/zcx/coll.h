@@ -4,9 +4,17 @@
  * zcx context (zcx.h): connections to peers are made lazily, only to the peers an
  * algorithm needs. Shapes follow NCCL (ncclAllReduce & co.), plus the V forms NCCL lacks.
  *
- * Buffers: this version serves host memory. Every operation takes a zcx_stream_t that must
- * be NULL for host buffers; a later version accepts a CUDA stream there for GPU buffers
- * (stream-ordered), without changing these signatures.
+ * Buffers: every operation takes a zcx_stream_t. NULL: host buffers, the call runs as
+ * described below. A cudaStream_t (in a build with CUDA, where a driver is present): device
+ * buffers (cudaMalloc/cuMemCreate, one device per communicator), and the blocking forms
+ * become stream-ordered as in NCCL: the call returns at once; the operation starts once the
+ * work queued on that stream before it has finished, and work queued after it waits for its
+ * result. Completion: cudaStreamSynchronize or an event; failures:
+ * zcx_comm_get_async_error. Reductions run as CUDA kernels; data moves over cuda_ipc between
+ * ranks of one host, else through pinned host memory over the host providers
+ * (ZCX_GPU_STAGING=1 forces that). A stream is held at most ZCX_TIMEOUT + 5 s without
+ * progress. The request forms, send/recv and groups take host buffers only (a stream there
+ * is refused). A host call on a communicator first waits for its queued stream-ordered ones.
  *
  * Blocking forms return when this rank's part is complete. The zcx_coll_i* forms return a
  * request; zcx_coll_test / zcx_coll_wait finish it. Operations on one communicator complete
@@ -46,7 +54,7 @@ extern "C" {
 
 typedef struct zcx_comm* zcx_comm_t;
 typedef struct zcx_coll_request* zcx_coll_request_t;
-/* Reserved for stream-ordered GPU operations (a cudaStream_t); must be NULL for now. */
+/* A cudaStream_t for stream-ordered operations on device buffers, or NULL (host buffers). */
 typedef void* zcx_stream_t;
 
 typedef enum {
