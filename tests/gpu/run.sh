@@ -3,19 +3,27 @@
 #   1. configure + build only what it runs (-DZCX_WITH_CUDA=ON -DZCX_WERROR=ON), and show
 #      that libzcx links neither libcuda nor libcudart
 #   2. zcx-info: the CUDA devices the shim finds
-#   3. ctest -L gpu: device reduction kernels bit-identical to the CPU reference for every
+#   3. zcx-gpu-bench: cuda_ipc bandwidth next to cudaMemcpy device-to-device, same run
+#   4. ctest -L gpu: device reduction kernels bit-identical to the CPU reference for every
 #      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc and
-#      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified
-#   4. zcx-gpu-bench: cuda_ipc bandwidth next to cudaMemcpy device-to-device, same run
-#   5. zcx-perf coll allreduce on device buffers: PENDING (see below)
+#      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified; stream-ordered
+#      collectives on device buffers (coll_gpu_test), over cuda_ipc and staged
+#   5. zcx-perf coll allreduce --device gpu (device buffers, stream-ordered calls, every
+#      result checked): 2 and 4 ranks over cuda_ipc, 2 ranks with ZCX_GPU_STAGING=1
+# Steps 3-5 each run to their time limit and a failure is reported at the end, so one
+# broken step does not hide the others' results.
 # Exit codes: 0 pass, 1 fail, 77 skipped (no GPU or no toolchain here).
-# Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), ITERS (bench, default 20).
+# Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), ITERS (bench, default 20),
+#   GTEST_SRC (a GoogleTest source tree, e.g. a copy of Debian's /usr/src/googletest, built
+#   first where the machine has no GoogleTest package), WERROR (default ON; the GPU machine's
+#   compiler may be newer than CI's, whose -Werror build is the warning gate).
 set -u
 SKIP=77
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
 cuda=${CUDA_HOME:-/usr/local/cuda}
+[ -x "$cuda/bin/nvcc" ] || { n=$(command -v nvcc) && cuda=$(dirname "$(dirname "$n")"); }
 start=$(date +%s)
 
 skip() { echo "gpu/run.sh: SKIP: $*"; exit $SKIP; }
@@ -23,42 +31,74 @@ fail() { echo "gpu/run.sh: FAIL: $*"; exit 1; }
 step() { echo; echo "== $* ($(( $(date +%s) - start ))s)"; }
 
 command -v nvidia-smi >/dev/null 2>&1 || skip "nvidia-smi not found: no NVIDIA driver here"
-nvidia-smi -L 2>/dev/null | grep -q GPU || skip "nvidia-smi finds no GPU"
+timeout 30 nvidia-smi -L 2>/dev/null | grep -q GPU || skip "nvidia-smi finds no GPU"
 [ -x "$cuda/bin/nvcc" ] || skip "no nvcc under CUDA_HOME=$cuda"
 for t in cmake ninja; do command -v $t >/dev/null 2>&1 || skip "$t not installed"; done
-nvidia-smi -L
+timeout 30 nvidia-smi -L
+
+prefix=()
+if [ -n "${GTEST_SRC:-}" ]; then
+  step "GoogleTest from $GTEST_SRC"
+  gt=$build-gtest
+  { timeout 120 cmake -S "$GTEST_SRC" -B "$gt/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$gt/install" -DBUILD_GMOCK=OFF &&
+    timeout 300 cmake --build "$gt/build" -j "$jobs" && cmake --install "$gt/build"; } >"$gt.log" 2>&1 ||
+    { tail -20 "$gt.log"; fail "building GoogleTest from $GTEST_SRC"; }
+  prefix=(-DCMAKE_PREFIX_PATH="$gt/install")
+fi
 
 step "configure and build"
 export CUDA_HOME=$cuda
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZCX_WERROR=ON \
-  -DZCX_WITH_TESTS=ON -DZCX_WITH_CUDA=ON -DZCX_WITH_MPI=OFF >"$build.cmake.log" 2>&1 ||
+timeout 300 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DZCX_WERROR="${WERROR:-ON}" "${prefix[@]}" -DZCX_WITH_TESTS=ON -DZCX_WITH_CUDA=ON -DZCX_WITH_MPI=OFF >"$build.cmake.log" 2>&1 ||
   { tail -30 "$build.cmake.log"; fail "cmake"; }
-cmake --build "$build" -j "$jobs" --target zcx zcx-info zcx_gpu_reduce_test \
-  zcx_gpu_cuda_ipc_test zcx-gpu-bench || fail "build"
-if ldd "$build"/transport/libzcx.so | grep -E "libcuda|libcudart"; then
+timeout -s KILL 900 cmake --build "$build" -j "$jobs" --target zcx zcx-info zcx_gpu_reduce_test \
+  zcx_gpu_cuda_ipc_test zcx_gpu_coll_test zcx-gpu-bench zcx-run zcx-perf || fail "build"
+if timeout 30 ldd "$build"/transport/libzcx.so | grep -E "libcuda|libcudart"; then
   fail "libzcx.so links the CUDA driver or runtime"
 fi
 echo "ldd libzcx.so: no libcuda, no libcudart"
 
+failed=()
+failed() { echo "gpu/run.sh: FAILED: $*"; failed+=("$*"); }
+
 step "zcx-info"
-"$build"/tools/info/zcx-info | sed -n '1,4p;/provider cuda_ipc/,/^$/p'
+timeout -s KILL 30 "$build"/tools/info/zcx-info | sed -n '1,4p;/provider cuda_ipc/,/^$/p'
+
+# The bandwidth figure first: a later step that fails or runs long must not cost it.
+step "cuda_ipc vs cudaMemcpy D2D (zcx-gpu-bench, ${ITERS:-20} iterations per size)"
+timeout -s KILL 90 "$build"/tests/gpu/zcx-gpu-bench "${ITERS:-20}" || failed "bench (exit $?)"
 
 step "ctest -L gpu"
 log=$build/ctest-gpu.log
-(cd "$build" && timeout -s KILL 240 ctest -L gpu -V --timeout 150 >"$log" 2>&1)
+(cd "$build" && timeout -s KILL 200 ctest -L gpu -V --timeout 90 >"$log" 2>&1)
 rc=$?
 grep -E "Test +#|tests passed|Total Test time" "$log"
-[ $rc -eq 0 ] || { grep -E "Failure|error|rank [0-9]:" "$log" | head -40; fail "gpu tests (log: $log)"; }
+if [ $rc -ne 0 ]; then
+  grep -E "Failure|FAIL |error|rank [0-9]" "$log" | head -40
+  failed "gpu tests (exit $rc, log: $log)"
+fi
 if grep -q "SKIPPED \] needs" "$log"; then
   grep "SKIPPED \] needs" "$log" | head -3
-  fail "a GPU test skipped on a GPU machine"
+  failed "a GPU test skipped on a GPU machine"
 fi
 
-step "cuda_ipc vs cudaMemcpy D2D (zcx-gpu-bench, ${ITERS:-20} iterations per size)"
-timeout -s KILL 120 "$build"/tests/gpu/zcx-gpu-bench "${ITERS:-20}" || fail "bench"
-
-step "zcx-perf coll allreduce on device buffers"
-echo "PENDING: zcx-perf coll (branch feat/perfcoll) has no --device gpu flag yet, and the"
-echo "collectives do not take a CUDA stream yet (docs/ARCHITECTURE.md, 'GPU collectives')."
+step "zcx-perf coll allreduce on device buffers (--device gpu, 16 B..256 MiB)"
+# perf_gpu NP STAGING ITERS WARMUP: one zcx-run job; zcx-run stops the ranks at 50 s (exit
+# 124), timeout kills everything at 60 s. A wrong element fails the run (exit 1).
+perf_gpu() {
+  local np=$1 mode=cuda_ipc envs=(-u ZCX_GPU_STAGING)
+  [ "$2" = 1 ] && mode=staging envs=(ZCX_GPU_STAGING=1)
+  echo "-- $np ranks, $mode"
+  timeout -s KILL 60 env "${envs[@]}" "$build"/tools/run/zcx-run -np "$np" \
+    --timeout 50 -- "$build"/tools/perf/zcx-perf coll allreduce --device gpu -b 16 -e 256M \
+    -f 4 -n "$3" -w "$4" --reps 3 --json "$build/perf-gpu-$mode-np$np.json" ||
+    failed "zcx-perf coll allreduce --device gpu, $np ranks, $mode (exit $?)"
+}
+perf_gpu 2 0 10 2
+perf_gpu 4 0 10 2
+perf_gpu 2 1 5 1
 
 step "done"
+[ ${#failed[@]} -eq 0 ] || { printf 'gpu/run.sh: FAIL: %s\n' "${failed[@]}"; exit 1; }
+echo "gpu/run.sh: all GPU checks passed"

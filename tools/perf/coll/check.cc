@@ -74,22 +74,58 @@ Pattern pattern_for(const Placement& p, uint64_t seed) {
 
 }  // namespace
 
-bool CollBuffers::allocate(size_t bytes) {
+bool CollBuffers::allocate(size_t bytes, const Device* device) {
   size_t rounded = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
   send_.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, rounded)));
   recv_.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, rounded)));
+  device_ = device;
+  if (device_ != nullptr) {
+    dev_send_ = DevicePtr(static_cast<unsigned char*>(device->allocate(rounded)), {device});
+    dev_recv_ = DevicePtr(static_cast<unsigned char*>(device->allocate(rounded)), {device});
+    if (!dev_send_ || !dev_recv_) return false;
+  }
   return send_ && recv_;
 }
 
-const void* send_ptr(const Placement& p, const CollBuffers& b) {
-  if (!p.in_place) return b.send();
-  return b.recv() + p.shape.send_inplace * static_cast<size_t>(p.call.rank) * elem_size(p);
+bool CollBuffers::upload(size_t bytes, std::string* error) const {
+  return device_ == nullptr || (device_->upload(call_send(), send(), bytes, error) &&
+                                device_->upload(call_recv(), recv(), bytes, error));
 }
 
-void* recv_ptr(const Placement& p, const CollBuffers& b) {
-  if (!p.in_place) return b.recv();
-  return b.recv() + p.shape.recv_inplace * static_cast<size_t>(p.call.rank) * elem_size(p);
+bool CollBuffers::download_recv(size_t bytes, std::string* error) const {
+  return device_ == nullptr || device_->download(recv(), call_recv(), bytes, error);
 }
+
+namespace {
+
+// The call's input and output within buffers whose bases are send and recv.
+unsigned char* input_in(const Placement& p, unsigned char* send, unsigned char* recv) {
+  if (!p.in_place) return send;
+  return recv + p.shape.send_inplace * static_cast<size_t>(p.call.rank) * elem_size(p);
+}
+
+unsigned char* output_in(const Placement& p, unsigned char* recv) {
+  if (!p.in_place) return recv;
+  return recv + p.shape.recv_inplace * static_cast<size_t>(p.call.rank) * elem_size(p);
+}
+
+}  // namespace
+
+const void* send_ptr(const Placement& p, const CollBuffers& b) {
+  return input_in(p, b.send(), b.recv());
+}
+
+void* recv_ptr(const Placement& p, const CollBuffers& b) { return output_in(p, b.recv()); }
+
+const void* call_send_ptr(const Placement& p, const CollBuffers& b) {
+  return input_in(p, b.call_send(), b.call_recv());
+}
+
+void* call_recv_ptr(const Placement& p, const CollBuffers& b) {
+  return output_in(p, b.call_recv());
+}
+
+size_t placement_bytes(const Placement& p) { return buffer_elems(p) * elem_size(p); }
 
 void fill_for_timing(const Placement& p, const CollBuffers& b) {
   with_dtype(p.call.dtype, [&](auto zero) {

@@ -1,6 +1,7 @@
 #include "coll/coll.h"
 
 #include "coll/data.h"
+#include "coll/device.h"
 #include "coll/measure.h"
 #include "coll/ops.h"
 #include "coll/options.h"
@@ -82,19 +83,22 @@ struct Job {
   const CollOp* op;
   zcx_comm_t comm;
   int rank, nranks;
+  const Device* device;  // nullptr: host buffers
 };
 
 bool run_sizes(const Job& job, CollRun* run, std::string* error) {
   std::vector<size_t> sizes = coll_sizes(*job.o);
   CollBuffers buffers;
   size_t bytes = buffer_bytes(*job.op, sizes, job.o->dtype, job.nranks);
-  if (!buffers.allocate(bytes)) {
-    *error = "cannot allocate 2 x " + std::to_string(bytes) + " bytes for the buffers";
+  if (!buffers.allocate(bytes, job.device)) {
+    *error = "cannot allocate 2 x " + std::to_string(bytes) + " bytes for the buffers" +
+             (job.device ? " (on the host and on the device)" : "");
     return false;
   }
   Placement p;
   p.op = job.op;
-  p.call = {job.comm, job.rank, job.nranks, job.o->dtype, job.o->redop, job.o->root};
+  p.call = {job.comm, job.rank, job.nranks, job.o->dtype, job.o->redop, job.o->root,
+            job.device ? job.device->stream() : nullptr};
   MeasureSettings s{job.o->sweep.iters, job.o->sweep.warmup, job.o->sweep.reps, job.o->check};
   if (job.rank == 0) print_table_header(stdout, *run);
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -115,20 +119,31 @@ void apply_overrides(const CollOptions& o) {
   if (!o.algo.empty()) setenv("ZCX_ALGO", o.algo.c_str(), 1);
 }
 
+// --device: "host", or the GPU with ZCX_GPU_STAGING when it is set.
+std::string describe_device(const CollOptions& o, const Device& device) {
+  if (!o.gpu) return "host";
+  const char* staging = std::getenv("ZCX_GPU_STAGING");
+  return "gpu: " + device.description() +
+         (staging && *staging ? std::string(", ZCX_GPU_STAGING=") + staging : "");
+}
+
 int run(const CollOptions& o, const std::vector<std::string>& args) {
   apply_overrides(o);
+  // Before the communicator (it is destroyed first): device 0 is current when it is created.
+  Device device;
+  std::string error;
+  if (o.gpu && !device.open(&error)) return fail(error);
   CommGuard guard;
   if (zcx_comm_init_env(&guard.comm, nullptr) != ZCX_SUCCESS)
     return fail(std::string("cannot create the communicator: ") + zcx_get_last_error());
-  Job job{&o, find_coll_op(o.op.c_str()), guard.comm, 0, 0};
+  Job job{&o, find_coll_op(o.op.c_str()), guard.comm, 0, 0, o.gpu ? &device : nullptr};
   (void)zcx_comm_rank(guard.comm, &job.rank);
   (void)zcx_comm_nranks(guard.comm, &job.nranks);
   if (job.op->rooted && o.root >= job.nranks)
     return fail("-r " + std::to_string(o.root) + " is not a rank of this " +
                 std::to_string(job.nranks) + "-rank job");
-  std::string error;
   if (!same_arguments(guard.comm, args, &error)) return fail(error);
-  CollRun result{&o, job.nranks,
+  CollRun result{&o, job.nranks, describe_device(o, device),
                  describe_setting("ZCX_PROVIDERS", "default (shm within a host, else ib, ucx, tcp)"),
                  describe_setting("ZCX_ALGO", "auto (cost model)"), {}};
   if (!run_sizes(job, &result, &error)) return fail(error);
@@ -171,6 +186,11 @@ void coll_usage(FILE* to) {
       "  --provider NAMES        ZCX_PROVIDERS for this run, e.g. tcp to use tcp between\n"
       "                          local ranks (default: shm within a host)\n"
       "  --algo NAME             ZCX_ALGO for this run, e.g. ring or allreduce:rhd\n"
+      "  --device host|gpu       where the buffers are (default host). gpu: cudaMalloc on\n"
+      "                          CUDA device 0 (every rank), each call on a CUDA stream; a\n"
+      "                          repetition's -n calls are timed up to cudaStreamSynchronize;\n"
+      "                          inputs and results are copied to and from the host (not\n"
+      "                          timed). Not for sendrecv\n"
       "  -h, --help              this text\n"
       "\n"
       "Example: zcx-run -np 4 -- zcx-perf coll allreduce -b 8 -e 64M -f 8 --json ar.json\n");

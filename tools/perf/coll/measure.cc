@@ -7,22 +7,58 @@
 namespace zcx::perf {
 namespace {
 
-std::string failure(const Placement& p, const char* what) {
+// why: what went wrong; "" = the library's last error.
+std::string failure(const Placement& p, const char* what, const std::string& why = "") {
   return std::string(what) + " (" + p.op->name + ", " +
          std::to_string(p.shape.param) + " elements, " +
          (p.in_place ? "in place" : "out of place") + ") failed on rank " +
-         std::to_string(p.call.rank) + ": " + zcx_get_last_error();
+         std::to_string(p.call.rank) + ": " + (why.empty() ? zcx_get_last_error() : why);
 }
 
+// Device buffers: the calls were only enqueued on the stream. Waits for it, then asks the
+// communicator whether an enqueued operation failed.
+bool finish_on_device(const Placement& p, const CollBuffers& b, std::string* error) {
+  if (b.device() == nullptr) return true;
+  std::string why;
+  zcx_status_t async = ZCX_SUCCESS;
+  if (!b.device()->synchronize(&why)) {
+    *error = failure(p, "waiting for the stream", why);
+    return false;
+  }
+  if (zcx_comm_get_async_error(p.call.comm, &async) != ZCX_SUCCESS || async != ZCX_SUCCESS) {
+    *error = failure(p, "the collective on the stream",
+                     std::string(zcx_status_string(async)) + ": " + zcx_get_last_error());
+    return false;
+  }
+  return true;
+}
+
+// iters calls; with device buffers, enqueued on the stream and then waited for as one batch
+// (nccl-tests times it the same way).
 bool run_iterations(const Placement& p, const CollBuffers& b, int iters, std::string* error) {
-  const void* send = send_ptr(p, b);
-  void* recv = recv_ptr(p, b);
+  const void* send = call_send_ptr(p, b);
+  void* recv = call_recv_ptr(p, b);
   for (int i = 0; i < iters; ++i)
     if (p.op->run(send, recv, p.shape.param, p.call) != ZCX_SUCCESS) {
       *error = failure(p, "the collective");
       return false;
     }
-  return true;
+  return finish_on_device(p, b, error);
+}
+
+// Device buffers: the host images (filled, or to be checked) to and from the device.
+bool upload(const Placement& p, const CollBuffers& b, std::string* error) {
+  std::string why;
+  if (b.upload(placement_bytes(p), &why)) return true;
+  *error = failure(p, "copying the inputs to the device", why);
+  return false;
+}
+
+bool download(const Placement& p, const CollBuffers& b, std::string* error) {
+  std::string why;
+  if (b.download_recv(placement_bytes(p), &why)) return true;
+  *error = failure(p, "copying the results from the device", why);
+  return false;
 }
 
 // Each rank's mean time per iteration in each repetition, in microseconds.
@@ -54,7 +90,8 @@ bool average_over_ranks(const Placement& p, std::vector<double>* us, std::string
 bool check_once(const Placement& p, uint64_t seed, const CollBuffers& b, int64_t* wrong,
                 std::string* error) {
   fill_for_check(p, seed, b);
-  if (!run_iterations(p, b, 1, error)) return false;
+  if (!upload(p, b, error) || !run_iterations(p, b, 1, error) || !download(p, b, error))
+    return false;
   *wrong = p.in_place && !p.op->checks_in_place ? 0 : count_wrong(p, seed, b);
   if (zcx_allreduce(wrong, wrong, 1, ZCX_INT64, ZCX_SUM, p.call.comm, nullptr) != ZCX_SUCCESS) {
     *error = failure(p, "summing #wrong over the ranks");
@@ -83,7 +120,7 @@ void to_bandwidths(const Placement& p, const std::vector<double>& us, PlacementR
 bool measure_placement(const Placement& p, const MeasureSettings& s, uint64_t seed,
                        const CollBuffers& b, PlacementResult* out, std::string* error) {
   fill_for_timing(p, b);
-  if (!run_iterations(p, b, s.warmup, error)) return false;
+  if (!upload(p, b, error) || !run_iterations(p, b, s.warmup, error)) return false;
   std::vector<double> us;
   if (!time_reps(p, s, b, &us, error) || !average_over_ranks(p, &us, error)) return false;
   to_bandwidths(p, us, out);

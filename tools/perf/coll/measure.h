@@ -1,6 +1,7 @@
 // Timing and checking one size of zcx-perf coll, as nccl-tests' BenchTime does: warm-up,
 // then --reps repetitions of n iterations (each rank's mean time per iteration, averaged
-// over the ranks), then one checked call.
+// over the ranks), then one checked call. With device buffers the n calls of a repetition
+// are enqueued on the stream and the time runs until cudaStreamSynchronize returns.
 #pragma once
 
 #include "coll/check.h"

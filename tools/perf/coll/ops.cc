@@ -30,36 +30,36 @@ double gather_factor(int n) { return static_cast<double>(n - 1) / n; }
 
 // ---- Calls ------------------------------------------------------------------------------
 zcx_status_t run_allreduce(const void* s, void* r, size_t count, const CollCall& c) {
-  return zcx_allreduce(s, r, count, c.dtype, c.redop, c.comm, nullptr);
+  return zcx_allreduce(s, r, count, c.dtype, c.redop, c.comm, c.stream);
 }
 
 zcx_status_t run_broadcast(const void* s, void* r, size_t count, const CollCall& c) {
-  return zcx_broadcast(s, r, count, c.dtype, c.root, c.comm, nullptr);
+  return zcx_broadcast(s, r, count, c.dtype, c.root, c.comm, c.stream);
 }
 
 zcx_status_t run_reduce(const void* s, void* r, size_t count, const CollCall& c) {
-  return zcx_reduce(s, r, count, c.dtype, c.redop, c.root, c.comm, nullptr);
+  return zcx_reduce(s, r, count, c.dtype, c.redop, c.root, c.comm, c.stream);
 }
 
 zcx_status_t run_allgather(const void* s, void* r, size_t count, const CollCall& c) {
-  return zcx_allgather(s, r, count, c.dtype, c.comm, nullptr);
+  return zcx_allgather(s, r, count, c.dtype, c.comm, c.stream);
 }
 
 zcx_status_t run_reducescatter(const void* s, void* r, size_t count, const CollCall& c) {
-  return zcx_reducescatter(s, r, count, c.dtype, c.redop, c.comm, nullptr);
+  return zcx_reducescatter(s, r, count, c.dtype, c.redop, c.comm, c.stream);
 }
 
 zcx_status_t run_alltoall(const void* s, void* r, size_t count, const CollCall& c) {
-  return zcx_alltoall(s, r, count, c.dtype, c.comm, nullptr);
+  return zcx_alltoall(s, r, count, c.dtype, c.comm, c.stream);
 }
 
 // As nccl-tests' sendrecv: every rank sends to the next and receives from the previous.
 zcx_status_t run_sendrecv(const void* s, void* r, size_t count, const CollCall& c) {
   zcx_status_t st = zcx_group_start();
   if (st != ZCX_SUCCESS) return st;
-  zcx_status_t send = zcx_coll_send(s, count, c.dtype, (c.rank + 1) % c.nranks, c.comm, nullptr);
+  zcx_status_t send = zcx_coll_send(s, count, c.dtype, (c.rank + 1) % c.nranks, c.comm, c.stream);
   zcx_status_t recv =
-      zcx_coll_recv(r, count, c.dtype, (c.rank + c.nranks - 1) % c.nranks, c.comm, nullptr);
+      zcx_coll_recv(r, count, c.dtype, (c.rank + c.nranks - 1) % c.nranks, c.comm, c.stream);
   st = zcx_group_end();  // always closes the group, even after a failed post
   return send != ZCX_SUCCESS ? send : recv != ZCX_SUCCESS ? recv : st;
 }

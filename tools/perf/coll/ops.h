@@ -25,6 +25,7 @@ struct CollCall {
   zcx_dtype_t dtype = ZCX_FLOAT32;
   zcx_redop_t redop = ZCX_SUM;
   int root = 0;
+  zcx_stream_t stream = nullptr;  // --device gpu: the CUDA stream every call is ordered on
 };
 
 enum class CollKind { kAllreduce, kBroadcast, kReduce, kAllgather, kReducescatter, kAlltoall,

@@ -70,6 +70,9 @@ std::string apply(const std::string& name, const std::string& value, CollOptions
     o->provider = value;
   } else if (name == "--algo") {
     o->algo = value;
+  } else if (name == "--device") {
+    if (value != "host" && value != "gpu") return name + " needs host or gpu";
+    o->gpu = value == "gpu";
   } else {
     return "unknown option '" + name + "'";
   }
@@ -109,6 +112,8 @@ std::string parse_coll_options(std::vector<std::string> args, CollOptions* o) {
     if (!error.empty()) error += " (got '" + args[i + 1] + "')";
   }
   if (!error.empty()) return error;
+  if (o->gpu && o->op == "sendrecv")
+    return "--device gpu does not run sendrecv (zcx_coll_send/recv take no CUDA stream)";
   // As in nccl-tests: a factor above 1 wins; -i alone (or with -f 1) steps linearly.
   if (linear || (!has_factor && o->step_bytes > 0)) {
     if (o->step_bytes == 0) o->step_bytes = size_t{1} << 20;  // nccl-tests' default -i

@@ -1,5 +1,5 @@
 // Command line of zcx-perf coll: the nccl-tests flags (-b -e -f -i -n -w -c -o -d -r) plus
-// --reps, --json, --provider and --algo.
+// --reps, --json, --provider, --algo and --device.
 #pragma once
 
 #include "engine/sweep.h"
@@ -22,6 +22,7 @@ struct CollOptions {
   int root = 0;                    // -r
   std::string provider;            // --provider: ZCX_PROVIDERS for this process ("" = as is)
   std::string algo;                // --algo: ZCX_ALGO for this process ("" = as is)
+  bool gpu = false;                // --device gpu: buffers on CUDA device 0, calls on a stream
 };
 
 // args: everything after "coll" (the op first). Returns "" or a message naming the problem.

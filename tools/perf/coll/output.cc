@@ -16,8 +16,10 @@ namespace {
 const char* kStatistics =
     "time_us: per rank, the mean time of one call over iters calls, averaged over the ranks "
     "(nccl-tests' default); algbw = size / time (GB/s = 1e9 B/s), busbw = algbw * the "
-    "nccl-tests factor of the op; median, min, max over reps repetitions; wrong: elements "
-    "that differ from the expected result in one checked call, summed over the ranks";
+    "nccl-tests factor of the op; with device buffers a call's time is that of iters calls "
+    "enqueued on the stream up to cudaStreamSynchronize, divided by iters; median, min, max "
+    "over reps repetitions; wrong: elements that differ from the expected result in one "
+    "checked call, summed over the ranks";
 
 const CollOp& op_of(const CollRun& run) { return *find_coll_op(run.options->op.c_str()); }
 
@@ -71,7 +73,7 @@ std::string meta_json(const CollRun& run) {
       {"provider", quoted(run.provider)},           {"algo", quoted(run.algo)},
       {"reps", std::to_string(o.sweep.reps)},       {"iters", std::to_string(o.sweep.iters)},
       {"warmup", std::to_string(o.sweep.warmup)},   {"check", o.check ? "1" : "0"},
-      {"statistics", quoted(kStatistics)}};
+      {"device", quoted(run.device)},               {"statistics", quoted(kStatistics)}};
   std::string out = "{";
   for (size_t i = 0; i < meta.size(); ++i)
     out += (i ? ",\n    \"" : "\n    \"") + meta[i].first + "\": " + meta[i].second;
@@ -97,8 +99,8 @@ void print_table_header(FILE* to, const CollRun& run) {
                o.sweep.min_bytes, o.sweep.max_bytes, linear ? o.step_bytes : o.sweep.factor,
                linear ? "bytes" : "factor", o.sweep.warmup, o.sweep.iters, o.sweep.reps,
                o.check ? 1 : 0);
-  std::fprintf(to, "# zcx %s, provider: %s, algo: %s\n", zcx_version_string(),
-               run.provider.c_str(), run.algo.c_str());
+  std::fprintf(to, "# zcx %s, device: %s, provider: %s, algo: %s\n", zcx_version_string(),
+               run.device.c_str(), run.provider.c_str(), run.algo.c_str());
   std::fprintf(to, "# time, algbw, busbw: median over the %d reps; bb_min, bb_max: busbw min "
                "and max over them\n#\n", o.sweep.reps);
   std::fprintf(to, "# %10s  %12s  %8s  %6s  %6s  %30s%-16s  %30s%-16s\n", "", "", "", "", "",

@@ -14,6 +14,7 @@ namespace zcx::perf {
 struct CollRun {
   const CollOptions* options = nullptr;
   int nranks = 0;
+  std::string device;          // "host", or "gpu: CUDA device 0 ..." (--device)
   std::string provider, algo;  // as the run was configured, for the header and meta
   std::vector<SizeResult> rows;
 };

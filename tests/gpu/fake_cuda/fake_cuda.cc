@@ -1,0 +1,384 @@
+// A simulated CUDA driver + runtime for machines without a GPU, loaded in place of libcuda
+// and libcudart through ZCX_CUDA_DRIVER_LIBRARY / ZCX_CUDA_RUNTIME_LIBRARY. It lets the CPU
+// CI run the stream-ordered collectives' own logic: the GPU queue, the stream hold points,
+// staged transfers, ordering against work queued before and after a call, errors and
+// teardown. It is not a GPU: "device" memory is host memory, each stream is one worker
+// thread that runs its copies, memsets, kernels and host functions in order, and the zcx
+// reduction kernels run as the CPU scalar reference. CUDA IPC and VMM calls fail
+// (cudaErrorNotSupported), so cuda_ipc is never exercised here.
+#include "reduce/reduce.h"
+#include "reduce/reduce_elem.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+struct Allocation {
+  size_t size;
+  bool device;  // cudaMalloc (device) or cudaMallocHost (pinned host)
+};
+std::mutex g_alloc_mu;
+std::map<uintptr_t, Allocation> g_allocs;
+
+const Allocation* find_alloc(const void* p, uintptr_t* base) {
+  auto at = reinterpret_cast<uintptr_t>(p);
+  auto it = g_allocs.upper_bound(at);
+  if (it == g_allocs.begin()) return nullptr;
+  --it;
+  if (at >= it->first + it->second.size) return nullptr;
+  *base = it->first;
+  return &it->second;
+}
+
+// One stream: a worker thread that runs the queued work in order.
+class Stream {
+ public:
+  Stream() : thread_([this] { run(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_.push_back(std::move(fn));
+    cv_.notify_all();
+  }
+  void sync() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return work_.empty() && !busy_; });
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return work_.empty() && !busy_;
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !work_.empty(); });
+      if (work_.empty()) return;
+      auto fn = std::move(work_.front());
+      work_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      fn();
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> work_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+// The legacy default stream (NULL) runs work at once, on the calling thread.
+void enqueue(cudaStream_t s, std::function<void()> fn) {
+  if (s == nullptr) fn();
+  else reinterpret_cast<Stream*>(s)->push(std::move(fn));
+}
+
+struct Event {
+  std::mutex mu;
+  uint64_t recorded = 0, reached = 0;
+};
+
+// Kernels by name: zcx_reduce_<dtype>_<op> and zcx_avg_<dtype>.
+struct Kernel {
+  bool avg = false;
+  int dtype = 0, op = 0;
+};
+Kernel g_kernels[ZCX_DTYPE_COUNT][5];
+zcx::coll::KernelTable g_table;
+
+thread_local bool t_context = false;  // a runtime call made the primary context current
+
+const char* const kDtypeNames[ZCX_DTYPE_COUNT] = {"int8",    "uint8",    "int32",   "uint32",
+                                                  "int64",   "uint64",   "float16", "bfloat16",
+                                                  "float32", "float64"};
+const char* const kOpNames[4] = {"sum", "prod", "min", "max"};
+
+}  // namespace
+
+// ---- driver ----
+FAKE_API CUresult cuInit(unsigned) { return CUDA_SUCCESS; }
+FAKE_API CUresult cuGetErrorName(CUresult e, const char** s) {
+  *s = e == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGetErrorString(CUresult e, const char** s) {
+  *s = e == CUDA_SUCCESS ? "no error" : "not supported by the simulated CUDA runtime";
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDriverGetVersion(int* v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuCtxGetCurrent(CUcontext* c) {
+  *c = t_context ? reinterpret_cast<CUcontext>(&t_context) : nullptr;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void*) {
+  zcx::coll::fill_scalar_kernels(g_table);
+  *m = reinterpret_cast<CUmodule>(&g_table);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+  char want[64];
+  for (int d = 0; d < ZCX_DTYPE_COUNT; ++d) {
+    for (int o = 0; o < 4; ++o) {
+      std::snprintf(want, sizeof want, "zcx_reduce_%s_%s", kDtypeNames[d], kOpNames[o]);
+      if (std::strcmp(want, name) != 0) continue;
+      g_kernels[d][o] = Kernel{false, d, o};
+      *f = reinterpret_cast<CUfunction>(&g_kernels[d][o]);
+      return CUDA_SUCCESS;
+    }
+    std::snprintf(want, sizeof want, "zcx_avg_%s", kDtypeNames[d]);
+    if (std::strcmp(want, name) != 0) continue;
+    g_kernels[d][4] = Kernel{true, d, 0};
+    *f = reinterpret_cast<CUfunction>(&g_kernels[d][4]);
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 unsigned, unsigned, CUstream s, void** p, void**) {
+  const Kernel k = *reinterpret_cast<Kernel*>(f);
+  auto stream = reinterpret_cast<cudaStream_t>(s);
+  if (k.avg) {
+    void* buf = *static_cast<void**>(p[0]);
+    size_t n = *static_cast<size_t*>(p[1]);
+    int nranks = *static_cast<int*>(p[2]);
+    enqueue(stream, [=] {
+      zcx::coll::divide_by_ranks(static_cast<zcx_dtype_t>(k.dtype), buf, n, nranks);
+    });
+    return CUDA_SUCCESS;
+  }
+  void* out = *static_cast<void**>(p[0]);
+  const void* a = *static_cast<const void**>(p[1]);
+  const void* b = *static_cast<const void**>(p[2]);
+  size_t n = *static_cast<size_t*>(p[3]);
+  zcx::coll::ReduceFn fn = g_table[k.dtype][k.op];
+  enqueue(stream, [=] { fn(out, a, b, n); });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuPointerGetAttribute(void*, CUpointer_attribute, CUdeviceptr) {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  uintptr_t b = 0;
+  const Allocation* a = find_alloc(reinterpret_cast<void*>(p), &b);
+  if (a == nullptr) return CUDA_ERROR_NOT_FOUND;
+  *base = b, *size = a->size;
+  return CUDA_SUCCESS;
+}
+// Virtual memory management (cuMem*): not simulated.
+using Handle = CUmemGenericAllocationHandle;
+constexpr CUresult kNo = CUDA_ERROR_NOT_SUPPORTED;
+FAKE_API CUresult cuMemRetainAllocationHandle(Handle*, void*) { return kNo; }
+FAKE_API CUresult cuMemRelease(Handle) { return kNo; }
+FAKE_API CUresult cuMemExportToShareableHandle(void*, Handle, CUmemAllocationHandleType,
+                                               unsigned long long) { return kNo; }
+FAKE_API CUresult cuMemImportFromShareableHandle(Handle*, void*, CUmemAllocationHandleType) {
+  return kNo;
+}
+FAKE_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp*, Handle) {
+  return kNo;
+}
+FAKE_API CUresult cuMemAddressReserve(CUdeviceptr*, size_t, size_t, CUdeviceptr,
+                                      unsigned long long) { return kNo; }
+FAKE_API CUresult cuMemAddressFree(CUdeviceptr, size_t) { return kNo; }
+FAKE_API CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long) { return kNo; }
+FAKE_API CUresult cuMemUnmap(CUdeviceptr, size_t) { return kNo; }
+FAKE_API CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) { return kNo; }
+FAKE_API CUresult cuMemCreate(Handle*, size_t, const CUmemAllocationProp*, unsigned long long) {
+  return kNo;
+}
+FAKE_API CUresult cuMemGetAllocationGranularity(size_t*, const CUmemAllocationProp*,
+                                                CUmemAllocationGranularity_flags) { return kNo; }
+
+// ---- runtime ----
+FAKE_API const char* cudaGetErrorName(cudaError_t e) {
+  return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
+}
+FAKE_API const char* cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error" : "not supported by the simulated CUDA runtime";
+}
+FAKE_API cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaSetDevice(int d) {
+  if (d != 0) return cudaErrorInvalidDevice;
+  t_context = true;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
+  *v = 0;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int) {
+  std::snprintf(id, static_cast<size_t>(len), "0000:00:00.0");
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaDeviceCanAccessPeer(int* can, int, int) {
+  *can = 0;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  uintptr_t base = 0;
+  const Allocation* a = find_alloc(p, &base);
+  *attr = cudaPointerAttributes{};
+  attr->type = a == nullptr ? cudaMemoryTypeUnregistered
+                            : (a->device ? cudaMemoryTypeDevice : cudaMemoryTypeHost);
+  attr->device = 0;
+  attr->devicePointer = const_cast<void*>(p);
+  attr->hostPointer = a && !a->device ? const_cast<void*>(p) : nullptr;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+namespace {
+cudaError_t fake_alloc(void** p, size_t n, bool device) {
+  t_context = true;
+  *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
+  if (*p == nullptr) return cudaErrorMemoryAllocation;
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  g_allocs[reinterpret_cast<uintptr_t>(*p)] = Allocation{n ? n : 1, device};
+  return cudaSuccess;
+}
+cudaError_t fake_free(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  if (g_allocs.erase(reinterpret_cast<uintptr_t>(p)) == 0) return cudaErrorInvalidValue;
+  std::free(p);
+  return cudaSuccess;
+}
+}  // namespace
+
+FAKE_API cudaError_t cudaMalloc(void** p, size_t n) { return fake_alloc(p, n, true); }
+FAKE_API cudaError_t cudaFree(void* p) {
+  t_context = true;
+  return fake_free(p);
+}
+FAKE_API cudaError_t cudaMallocHost(void** p, size_t n) { return fake_alloc(p, n, false); }
+FAKE_API cudaError_t cudaFreeHost(void* p) { return fake_free(p); }
+FAKE_API cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  std::memcpy(d, s, n);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind,
+                                     cudaStream_t st) {
+  enqueue(st, [=] { std::memcpy(d, s, n); });
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t st) {
+  enqueue(st, [=] { std::memset(d, v, n); });
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) {
+  return cudaErrorNotSupported;
+}
+FAKE_API cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned) {
+  return cudaErrorNotSupported;
+}
+FAKE_API cudaError_t cudaIpcCloseMemHandle(void*) { return cudaErrorNotSupported; }
+FAKE_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  t_context = true;
+  *s = reinterpret_cast<cudaStream_t>(new Stream());
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (s == nullptr) return cudaErrorInvalidResourceHandle;
+  auto* stream = reinterpret_cast<Stream*>(s);
+  stream->sync();
+  delete stream;
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (s != nullptr) reinterpret_cast<Stream*>(s)->sync();
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  enqueue(s, [=] { fn(data); });
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  *e = reinterpret_cast<cudaEvent_t>(new Event());
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<Event*>(e);
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  auto* ev = reinterpret_cast<Event*>(e);
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lock(ev->mu);
+    gen = ++ev->recorded;
+  }
+  enqueue(s, [ev, gen] {
+    std::lock_guard<std::mutex> lock(ev->mu);
+    if (ev->reached < gen) ev->reached = gen;
+  });
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaEventQuery(cudaEvent_t e) {
+  auto* ev = reinterpret_cast<Event*>(e);
+  std::lock_guard<std::mutex> lock(ev->mu);
+  return ev->reached == ev->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+FAKE_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  auto* ev = reinterpret_cast<Event*>(e);
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lock(ev->mu);
+    gen = ev->recorded;
+  }
+  enqueue(s, [ev, gen] {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(ev->mu);
+        if (ev->reached >= gen) return;
+      }
+      std::this_thread::yield();
+    }
+  });
+  return cudaSuccess;
+}
+FAKE_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
+  *ms = 0;
+  return cudaErrorNotSupported;
+}
