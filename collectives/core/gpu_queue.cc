@@ -83,7 +83,8 @@ ScratchMemory device_memory(int device) {
           [device](uint8_t* p) {
             CudaDeviceGuard guard(device);
             (void)cuda_shim()->mem_free(p);
-          }};
+          },
+          true};
 }
 
 ScratchMemory pinned_memory() {
@@ -92,7 +93,8 @@ ScratchMemory pinned_memory() {
             if (cuda_shim()->host_alloc(&p, n) != cudaSuccess) throw std::bad_alloc();
             return static_cast<uint8_t*>(p);
           },
-          [](uint8_t* p) { (void)cuda_shim()->host_free(p); }};
+          [](uint8_t* p) { (void)cuda_shim()->host_free(p); },
+          true};
 }
 
 }  // namespace

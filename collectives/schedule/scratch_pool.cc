@@ -49,7 +49,7 @@ uint8_t* ScratchPool::take(size_t bytes, size_t* cap) {
 void ScratchPool::give(uint8_t* block, size_t cap) {
   std::lock_guard<std::mutex> lock(mu_);
   free_.push_back({block, cap});
-  if (free_.size() <= kKeep) return;
+  if (free_.size() <= kKeep || memory_.keep_all) return;
   auto smallest = std::min_element(free_.begin(), free_.end(),
                                    [](const Block& a, const Block& b) { return a.cap < b.cap; });
   release(smallest->p);

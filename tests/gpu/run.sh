@@ -67,11 +67,11 @@ timeout -s KILL 30 "$build"/tools/info/zcx-info | sed -n '1,4p;/provider cuda_ip
 
 # The bandwidth figure first: a later step that fails or runs long must not cost it.
 step "cuda_ipc vs cudaMemcpy D2D (zcx-gpu-bench, ${ITERS:-20} iterations per size)"
-timeout -s KILL 90 "$build"/tests/gpu/zcx-gpu-bench "${ITERS:-20}" || failed "bench (exit $?)"
+timeout -s KILL 60 "$build"/tests/gpu/zcx-gpu-bench "${ITERS:-20}" || failed "bench (exit $?)"
 
 step "ctest -L gpu"
 log=$build/ctest-gpu.log
-(cd "$build" && timeout -s KILL 200 ctest -L gpu -V --timeout 90 >"$log" 2>&1)
+(cd "$build" && timeout -s KILL 150 ctest -L gpu -V --timeout 60 >"$log" 2>&1)
 rc=$?
 grep -E "Test +#|tests passed|Total Test time" "$log"
 if [ $rc -ne 0 ]; then
@@ -84,14 +84,14 @@ if grep -q "SKIPPED \] needs" "$log"; then
 fi
 
 step "zcx-perf coll allreduce on device buffers (--device gpu, 16 B..256 MiB)"
-# perf_gpu NP STAGING ITERS WARMUP: one zcx-run job; zcx-run stops the ranks at 50 s (exit
-# 124), timeout kills everything at 60 s. A wrong element fails the run (exit 1).
+# perf_gpu NP STAGING ITERS WARMUP: one zcx-run job; zcx-run stops the ranks at 40 s (exit
+# 124), timeout kills everything at 45 s. A wrong element fails the run (exit 1).
 perf_gpu() {
   local np=$1 mode=cuda_ipc envs=(-u ZCX_GPU_STAGING)
   [ "$2" = 1 ] && mode=staging envs=(ZCX_GPU_STAGING=1)
   echo "-- $np ranks, $mode"
-  timeout -s KILL 60 env "${envs[@]}" "$build"/tools/run/zcx-run -np "$np" \
-    --timeout 50 -- "$build"/tools/perf/zcx-perf coll allreduce --device gpu -b 16 -e 256M \
+  timeout -s KILL 45 env "${envs[@]}" "$build"/tools/run/zcx-run -np "$np" \
+    --timeout 40 -- "$build"/tools/perf/zcx-perf coll allreduce --device gpu -b 16 -e 256M \
     -f 4 -n "$3" -w "$4" --reps 3 --json "$build/perf-gpu-$mode-np$np.json" ||
     failed "zcx-perf coll allreduce --device gpu, $np ranks, $mode (exit $?)"
 }
