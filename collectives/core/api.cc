@@ -2,7 +2,6 @@
 // leaves this file (allocation failures become ZCX_ERR_NO_MEMORY).
 #include "algorithms/algorithms.h"
 #include "common/check.h"
-#include "common/config_vars.h"
 #include "core/api_handles.h"
 #include "core/comm.h"
 
@@ -40,14 +39,6 @@ Status check_comm(zcx_comm* c) {
   return Status::kSuccess;
 }
 
-// A host-memory call (or split) on a communicator that has run stream-ordered calls waits
-// until its GPU queue is empty: only one thread may drive the communicator at a time.
-Status host_turn(zcx_comm* c) {
-  if (!c->gpu) return Status::kSuccess;
-  ZCX_TRY(c->gpu->quiesce(params::timeout_ms()));
-  return c->gpu->error();
-}
-
 Status check_args(zcx_comm* c, const OpArgs& a) {
   ZCX_TRY(check_comm(c));
   size_t es = dtype_bytes(a.dtype);
@@ -71,28 +62,24 @@ Status check_args(zcx_comm* c, const OpArgs& a) {
   return Status::kSuccess;
 }
 
-// A call with a CUDA stream: checked here, run by the communicator's GPU queue once the
-// stream reaches it. Host operations still queued finish first (the queue's thread then
-// owns the communicator).
+// A call with a CUDA stream (gpu_runner.h): device buffers, ordered after the stream's
+// earlier work, complete when it returns.
 Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
   ZCX_CHECK_ARG(req == nullptr, kLogColl,
-                "%s: a call with a CUDA stream completes on that stream; use the blocking form "
-                "and synchronize the stream", coll_kind_name(a.kind));
+                "%s: the request forms take host buffers; with a CUDA stream use the blocking "
+                "form", coll_kind_name(a.kind));
   int device = c->gpu ? c->gpu->device() : -1;
   ZCX_TRY(device_of_call(a, c->comm->nranks(), &device));
   if (!c->gpu) {
-    ZCX_TRY(c->comm->drain());
-    ZCX_TRY(GpuQueue::create(c->comm.get(), device, &c->gpu));
+    ZCX_TRY(GpuRunner::create(device, &c->gpu));
     c->comm->attach_gpu(c->gpu.get());
   }
-  ZCX_TRY(c->gpu->error());
-  return c->gpu->enqueue(a, stream);
+  return c->gpu->run(*c->comm, a, stream);
 }
 
 Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
   ZCX_TRY(check_args(c, a));
   if (stream != nullptr) return post_stream(c, a, stream, req);
-  ZCX_TRY(host_turn(c));
   if (req == nullptr) return c->comm->run(a);
   std::shared_ptr<Op> op;
   ZCX_TRY(c->comm->post(a, &op));
@@ -106,7 +93,6 @@ Status post_p2p(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_requ
     return set_error(Status::kUnsupported, kLogColl,
                      "send/recv with a CUDA stream are not available yet: pass a NULL stream "
                      "with host buffers");
-  ZCX_TRY(host_turn(c));
   ZCX_CHECK_ARG(a.count == 0 || a.sendbuf || a.recvbuf, kLogColl, "NULL buffer");
   if (t_group.depth > 0 && req == nullptr) {
     if (t_group.comm && t_group.comm != c)
@@ -190,34 +176,28 @@ ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_com
                                     const zcx_comm_config_t* config) {
   return guarded([&] {
     ZCX_TRY(check_comm(comm));
-    ZCX_TRY(host_turn(comm));
     ZCX_CHECK_ARG(newcomm, kLogColl, "zcx_comm_split: NULL newcomm");
     ZCX_CHECK_ARG(color >= 0 || color == ZCX_SPLIT_NOCOLOR, kLogColl, "split color %d", color);
     (void)config;
     std::unique_ptr<Comm> sub;
     ZCX_TRY(comm->comm->split(color, key, &sub));
     *newcomm = nullptr;
-    if (sub) *newcomm = new zcx_comm{std::move(sub), nullptr};
+    if (sub) *newcomm = new zcx_comm{nullptr, std::move(sub)};
     return Status::kSuccess;
   });
 }
 
 ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm) {
   if (!comm) return ZCX_ERR_INVALID_ARG;
-  // Operations still queued own buffers the transport may write: finish them first (stream-
-  // ordered ones too, bounded). Failed ones stay owned by the communicator until its
-  // context closes.
-  zcx_status_t st = ZCX_SUCCESS;
-  if (comm->gpu) st = to_c(comm->gpu->quiesce(params::timeout_ms()));
-  comm->gpu.reset();  // stops its thread; anything still queued releases its stream
-  if (comm->comm && st == ZCX_SUCCESS) st = to_c(comm->comm->drain());
+  // Operations still queued own buffers the transport may write: finish them first. Failed
+  // ones stay owned by the communicator until its context closes.
+  zcx_status_t st = comm->comm ? to_c(comm->comm->drain()) : ZCX_SUCCESS;
   delete comm;
   return st;
 }
 
 ZCX_API zcx_status_t zcx_comm_abort(zcx_comm_t comm) {
   if (!comm) return ZCX_ERR_INVALID_ARG;
-  if (comm->gpu) comm->gpu->abort();  // the queue's thread lets go of the communicator
   if (comm->comm) comm->comm->abort();
   delete comm;
   return ZCX_SUCCESS;
@@ -237,11 +217,7 @@ ZCX_API zcx_status_t zcx_comm_nranks(zcx_comm_t comm, int* nranks) {
 
 ZCX_API zcx_status_t zcx_comm_get_async_error(zcx_comm_t comm, zcx_status_t* error) {
   if (!comm || !error) return ZCX_ERR_INVALID_ARG;
-  Status gpu = comm->gpu ? comm->gpu->error() : Status::kSuccess;
-  // While stream-ordered calls are queued, their thread owns the communicator: only the
-  // queue's own record is read then.
-  const bool comm_readable = !comm->gpu || comm->gpu->idle();
-  *error = to_c(gpu != Status::kSuccess || !comm_readable ? gpu : comm->comm->async_error());
+  *error = to_c(comm->comm->async_error());
   return ZCX_SUCCESS;
 }
 

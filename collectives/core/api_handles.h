@@ -2,16 +2,17 @@
 #pragma once
 
 #include "core/comm.h"
-#include "core/gpu_queue.h"
+#include "core/gpu_runner.h"
 
 #include <zcx/coll.h>
 
 #include <memory>
 
 struct zcx_comm {
+  // Stream-ordered calls' device resources, made at the first one. Declared before comm:
+  // destroyed after it (its schedules' scratch pools are shared, its stream is not).
+  std::unique_ptr<zcx::coll::GpuRunner> gpu;
   std::unique_ptr<zcx::coll::Comm> comm;
-  // Stream-ordered calls, made at the first one. Declared after comm: destroyed first.
-  std::unique_ptr<zcx::coll::GpuQueue> gpu;
 };
 
 struct zcx_coll_request {

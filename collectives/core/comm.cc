@@ -1,7 +1,7 @@
 // Communicator: planning, the operation queue, lazy endpoints, sticky errors, split.
 #include "core/comm.h"
 
-#include "core/gpu_queue.h"
+#include "core/gpu_runner.h"
 
 #include "common/check.h"
 #include "common/clock.h"

@@ -26,7 +26,7 @@
 
 namespace zcx::coll {
 
-class GpuQueue;
+class GpuRunner;
 
 // A shared-lane operation (no schedule): the call, its lane sequence number, its progress.
 struct LaneOp {
@@ -138,9 +138,9 @@ class Comm final : public PeerLinks {
   Status drain();
   void abort();
   Status async_error() const { return err_.has() ? err_.status() : Status::kSuccess; }
-  // Stream-ordered calls (core/gpu_queue.h): the queue that runs them, attached by the API at
-  // the first such call; it outlives nothing (zcx_comm destroys it before the Comm).
-  void attach_gpu(GpuQueue* gpu) { gpu_ = gpu; }
+  // Stream-ordered calls (core/gpu_runner.h): what their device schedules use, attached by
+  // the API at the first such call (zcx_comm owns it, and destroys it after the Comm).
+  void attach_gpu(GpuRunner* gpu) { gpu_ = gpu; }
   int64_t last_activity_ns() const;  // when the running operation last moved
 
   // PeerLinks
@@ -197,7 +197,7 @@ class Comm final : public PeerLinks {
   uint64_t seq_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;  // per-peer message numbers
   std::vector<Endpoint*> eps_;
-  GpuQueue* gpu_ = nullptr;
+  GpuRunner* gpu_ = nullptr;
   std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ when staged
   std::vector<uint8_t> data_staged_;
   std::deque<std::shared_ptr<Op>> queue_;

@@ -21,8 +21,8 @@ struct ScratchMemory {
   std::function<uint8_t*(size_t)> alloc;
   std::function<void(uint8_t*)> free;
   // Keep every block until the pool goes (no kKeep limit). For CUDA memory: cudaFree and
-  // cudaFreeHost wait for the whole device, including a user stream that the GPU queue is
-  // holding until the operation ends — freeing during an operation would deadlock.
+  // cudaFreeHost wait for the whole device, so a free between operations would stall on
+  // whatever unrelated work the application has queued.
   bool keep_all = false;
 };
 

@@ -6,15 +6,13 @@
  *
  * Buffers: every operation takes a zcx_stream_t. NULL: host buffers, the call runs as
  * described below. A cudaStream_t (in a build with CUDA, where a driver is present): device
- * buffers (cudaMalloc/cuMemCreate, one device per communicator), and the blocking forms
- * become stream-ordered as in NCCL: the call returns at once; the operation starts once the
- * work queued on that stream before it has finished, and work queued after it waits for its
- * result. Completion: cudaStreamSynchronize or an event; failures:
- * zcx_comm_get_async_error. Reductions run as CUDA kernels; data moves over cuda_ipc between
- * ranks of one host, else through pinned host memory over the host providers
- * (ZCX_GPU_STAGING=1 forces that). A stream is held at most ZCX_TIMEOUT + 5 s without
- * progress. The request forms, send/recv and groups take host buffers only (a stream there
- * is refused). A host call on a communicator first waits for its queued stream-ordered ones.
+ * buffers (cudaMalloc/cuMemCreate, one device per communicator), blocking forms only. The
+ * call waits for the work queued on that stream before it (an event), runs the operation,
+ * and returns once the result is in place, so work queued on the stream afterwards sees
+ * it. (Unlike NCCL, the call is not asynchronous to the host in this version.) Reductions
+ * run as CUDA kernels; data moves over cuda_ipc between ranks of one host, else through
+ * pinned host memory over the host providers (ZCX_GPU_STAGING=1 forces that). The request
+ * forms, send/recv and groups take host buffers only (a stream there is refused).
  *
  * Blocking forms return when this rank's part is complete. The zcx_coll_i* forms return a
  * request; zcx_coll_test / zcx_coll_wait finish it. Operations on one communicator complete

@@ -1,0 +1,215 @@
+// The GPU runner of a communicator (gpu_runner.h): the wait for the user's stream, device
+// scratch and pinned bounce memory.
+#include "core/gpu_runner.h"
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/config_vars.h"
+#include "common/log.h"
+#include "core/comm.h"
+#include "zcx/config.h"
+
+#if ZCX_HAVE_CUDA
+#include "common/dl/cuda_shim.h"
+#include "reduce/cuda/reduce_cuda.h"
+#endif
+
+#include <chrono>
+#include <new>
+#include <thread>
+
+namespace zcx::coll {
+namespace {
+
+const config::BoolParam gpu_staging{
+    "ZCX_GPU_STAGING", false,
+    "Stream-ordered (GPU) collectives move data through pinned host memory over the host "
+    "providers even between ranks of one host that cuda_ipc reaches."};
+
+}  // namespace
+
+#if ZCX_HAVE_CUDA
+
+namespace {
+
+ScratchMemory device_memory(int device) {
+  return {[device](size_t n) {
+            CudaDeviceGuard guard(device);
+            void* p = nullptr;
+            if (cuda_shim()->mem_alloc(&p, n) != cudaSuccess) throw std::bad_alloc();
+            return static_cast<uint8_t*>(p);
+          },
+          [device](uint8_t* p) {
+            CudaDeviceGuard guard(device);
+            (void)cuda_shim()->mem_free(p);
+          },
+          true};
+}
+
+ScratchMemory pinned_memory() {
+  return {[](size_t n) {
+            void* p = nullptr;
+            if (cuda_shim()->host_alloc(&p, n) != cudaSuccess) throw std::bad_alloc();
+            return static_cast<uint8_t*>(p);
+          },
+          [](uint8_t* p) { (void)cuda_shim()->host_free(p); },
+          true};
+}
+
+}  // namespace
+
+namespace {
+
+// Bytes of the send and receive buffers a call reads and writes (0: not checked, the V forms).
+void call_extents(const OpArgs& a, int nranks, size_t* send, size_t* recv) {
+  const size_t block = a.count * a.esize(), all = block * static_cast<size_t>(nranks);
+  *send = *recv = 0;
+  switch (a.kind) {
+    case CollKind::kAllgather: *send = block, *recv = all; break;
+    case CollKind::kReducescatter: *send = all, *recv = block; break;
+    case CollKind::kAlltoall: *send = *recv = all; break;
+    case CollKind::kAllreduce:
+    case CollKind::kBroadcast:
+    case CollKind::kReduce: *send = *recv = block; break;
+    default: break;
+  }
+}
+
+// One buffer: device (or managed) memory, on one device, `bytes` inside its allocation.
+Status check_buffer(const OpArgs& a, const char* which, const void* p, size_t bytes, int* device) {
+  const CudaApi* api = cuda_shim();
+  cudaPointerAttributes attr{};
+  const char* kind = coll_kind_name(a.kind);
+  if (api->pointer_get_attributes(&attr, p) != cudaSuccess ||
+      (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged))
+    return set_error(Status::kInvalidArg, kLogColl,
+                     "%s: %s %p is not device memory (a call with a CUDA stream takes buffers "
+                     "from cudaMalloc or cuMemCreate)", kind, which, p);
+  if (*device >= 0 && attr.device != *device)
+    return set_error(Status::kInvalidArg, kLogColl,
+                     "%s: %s is on device %d, the communicator's GPU queue on device %d", kind,
+                     which, attr.device, *device);
+  *device = attr.device;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  if (bytes != 0 && api->cu_mem_get_address_range(&base, &size, at) == CUDA_SUCCESS &&
+      at + bytes > base + size)
+    return set_error(Status::kInvalidArg, kLogColl,
+                     "%s: %s needs %zu bytes from %p, past the end of its allocation (%zu bytes "
+                     "from %p)", kind, which, bytes, p, size, reinterpret_cast<void*>(base));
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status device_of_call(const OpArgs& a, int nranks, int* device) {
+  std::string why;
+  if (cuda_shim_load(&why) == nullptr)
+    return set_error(Status::kUnsupported, kLogColl, "a call with a CUDA stream: %s", why.c_str());
+  size_t send = 0, recv = 0;
+  call_extents(a, nranks, &send, &recv);
+  if (a.sendbuf && a.count) ZCX_TRY(check_buffer(a, "sendbuf", a.sendbuf, send, device));
+  if (a.recvbuf && a.count) ZCX_TRY(check_buffer(a, "recvbuf", a.recvbuf, recv, device));
+  if (*device < 0) ZCX_CUDACHECK(cuda_shim()->get_device(device));  // no buffer: the current one
+  return Status::kSuccess;
+}
+
+struct GpuRunner::Impl {
+  int device = -1;
+  bool staging = false;
+  cudaStream_t stream = nullptr;  // the schedules' copies and kernels
+  cudaEvent_t queued = nullptr;   // recorded on the user's stream at each call
+  DeviceIo io;
+  std::shared_ptr<ScratchPool> scratch;
+
+  ~Impl();
+  Status wait_for(cudaStream_t user) const;
+};
+
+GpuRunner::Impl::~Impl() {
+  CudaDeviceGuard guard(device);
+  if (queued != nullptr) (void)cuda_shim()->event_destroy(queued);
+  if (stream != nullptr) (void)cuda_shim()->stream_destroy(stream);
+}
+
+// The work queued on `user` before this point. Not bounded by ZCX_TIMEOUT: it is the
+// caller's own work (a long kernel is no fault); polled, so a failure shows as an error.
+Status GpuRunner::Impl::wait_for(cudaStream_t user) const {
+  const CudaApi* api = cuda_shim();
+  ZCX_TRY(cuda_check(api->event_record(queued, user), "cudaEventRecord (the call's stream)"));
+  for (int polls = 0;; ++polls) {
+    cudaError_t e = api->event_query(queued);
+    if (e == cudaSuccess) return Status::kSuccess;
+    if (e != cudaErrorNotReady) return cuda_check(e, "cudaEventQuery (the call's stream)");
+    if (polls < 1024) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+GpuRunner::GpuRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuRunner::~GpuRunner() = default;
+
+Status GpuRunner::create(int device, std::unique_ptr<GpuRunner>* out) {
+  std::string why;
+  if (cuda_shim_load(&why) == nullptr)
+    return set_error(Status::kUnsupported, kLogColl, "stream-ordered collectives: %s", why.c_str());
+  auto impl = std::make_unique<Impl>();
+  impl->device = device, impl->staging = gpu_staging.get();
+  CudaDeviceGuard guard(device);
+  ZCX_TRY(guard.status());
+  const CudaApi* api = cuda_shim();
+  ZCX_CUDACHECK(api->stream_create_with_flags(&impl->stream, cudaStreamNonBlocking));
+  ZCX_CUDACHECK(api->event_create_with_flags(&impl->queued, cudaEventDisableTiming));
+  impl->io.stream = impl->stream;
+  impl->io.pinned = std::make_shared<ScratchPool>(pinned_memory());
+  impl->scratch = std::make_shared<ScratchPool>(device_memory(device));
+  ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s)", device,
+           impl->staging ? "staged through pinned host memory" : "cuda_ipc where it reaches");
+  out->reset(new GpuRunner(std::move(impl)));
+  return Status::kSuccess;
+}
+
+Status GpuRunner::run(Comm& comm, const OpArgs& a, void* stream) {
+  CudaDeviceGuard guard(impl_->device);  // kernels, copies and allocations of this call
+  ZCX_TRY(guard.status());
+  ZCX_TRY(impl_->wait_for(static_cast<cudaStream_t>(stream)));
+  OpArgs d = a;
+  d.device = impl_->device;
+  return comm.run(d);
+}
+
+int GpuRunner::device() const { return impl_->device; }
+bool GpuRunner::staging() const { return impl_->staging; }
+const DeviceIo* GpuRunner::io() const { return &impl_->io; }
+std::shared_ptr<ScratchPool> GpuRunner::device_scratch() const { return impl_->scratch; }
+
+Status GpuRunner::finalize_avg(zcx_dtype_t dtype, void* buf, size_t count, int nranks) {
+  ZCX_TRY(cuda::finalize_avg_async(dtype, buf, count, nranks, impl_->stream));
+  return cuda_check(cuda_shim()->stream_synchronize(impl_->stream), "cudaStreamSynchronize");
+}
+
+#else  // no CUDA in this build: no queue can be made
+
+Status device_of_call(const OpArgs&, int, int*) {
+  return set_error(Status::kUnsupported, kLogColl,
+                   "a call with a CUDA stream: this libzcx was built without CUDA");
+}
+
+struct GpuRunner::Impl {};
+GpuRunner::GpuRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuRunner::~GpuRunner() = default;
+Status GpuRunner::create(int, std::unique_ptr<GpuRunner>*) {
+  return set_error(Status::kUnsupported, kLogColl,
+                   "stream-ordered (GPU) collectives: this libzcx was built without CUDA");
+}
+int GpuRunner::device() const { return -1; }
+bool GpuRunner::staging() const { return gpu_staging.get(); }
+Status GpuRunner::run(Comm&, const OpArgs&, void*) { return Status::kUnsupported; }
+const DeviceIo* GpuRunner::io() const { return nullptr; }
+std::shared_ptr<ScratchPool> GpuRunner::device_scratch() const { return nullptr; }
+Status GpuRunner::finalize_avg(zcx_dtype_t, void*, size_t, int) { return Status::kUnsupported; }
+
+#endif
+
+}  // namespace zcx::coll
