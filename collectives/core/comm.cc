@@ -409,7 +409,7 @@ Status Comm::finish_avg(const Op& op) {
     finalize_avg(op.sched.dtype(), op.avg_buf, op.avg_count, nranks());
     return Status::kSuccess;
   }
-  if (!gpu_) return set_error(Status::kInternal, kLogColl, "device avg without a GPU queue");
+  if (!gpu_) return set_error(Status::kInternal, kLogColl, "device avg without a GPU runner");
   return gpu_->finalize_avg(op.sched.dtype(), op.avg_buf, op.avg_count, nranks());
 }
 

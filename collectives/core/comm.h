@@ -141,7 +141,6 @@ class Comm final : public PeerLinks {
   // Stream-ordered calls (core/gpu_runner.h): what their device schedules use, attached by
   // the API at the first such call (zcx_comm owns it, and destroys it after the Comm).
   void attach_gpu(GpuRunner* gpu) { gpu_ = gpu; }
-  int64_t last_activity_ns() const;  // when the running operation last moved
 
   // PeerLinks
   Status endpoint(int peer, Endpoint** ep) override;
@@ -164,6 +163,7 @@ class Comm final : public PeerLinks {
   void index_hosts();
   bool host_oversubscribed() const;
   Status check_usable();
+  int64_t last_activity_ns() const;  // when the running operation last moved
   Status finish_avg(const Op& op);
   uint32_t spin_rounds(bool lane) const;
   // The shared lane (comm_lane.cc).

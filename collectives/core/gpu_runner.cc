@@ -87,7 +87,7 @@ Status check_buffer(const OpArgs& a, const char* which, const void* p, size_t by
                      "from cudaMalloc or cuMemCreate)", kind, which, p);
   if (*device >= 0 && attr.device != *device)
     return set_error(Status::kInvalidArg, kLogColl,
-                     "%s: %s is on device %d, the communicator's GPU queue on device %d", kind,
+                     "%s: %s is on device %d, the communicator's stream-ordered calls use device %d", kind,
                      which, attr.device, *device);
   *device = attr.device;
   CUdeviceptr base = 0;
@@ -133,17 +133,28 @@ GpuRunner::Impl::~Impl() {
   if (stream != nullptr) (void)cuda_shim()->stream_destroy(stream);
 }
 
-// The work queued on `user` before this point. Not bounded by ZCX_TIMEOUT: it is the
-// caller's own work (a long kernel is no fault); polled, so a failure shows as an error.
+// The work queued on `user` before this point. Not failed after ZCX_TIMEOUT: it is the
+// caller's own work, and a long kernel is no fault (cudaStreamSynchronize would wait as
+// long); past ZCX_TIMEOUT it says once what it waits for. Polled, so a failed kernel shows
+// as an error.
 Status GpuRunner::Impl::wait_for(cudaStream_t user) const {
   const CudaApi* api = cuda_shim();
   ZCX_TRY(cuda_check(api->event_record(queued, user), "cudaEventRecord (the call's stream)"));
+  const int64_t warn_at = now_ns() + params::timeout_ms() * 1000000;
+  bool warned = false;
   for (int polls = 0;; ++polls) {
     cudaError_t e = api->event_query(queued);
     if (e == cudaSuccess) return Status::kSuccess;
     if (e != cudaErrorNotReady) return cuda_check(e, "cudaEventQuery (the call's stream)");
-    if (polls < 1024) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (polls < 1024) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (warned || now_ns() < warn_at) continue;
+    warned = true;
+    ZCX_WARN(kLogColl, "a stream-ordered call still waits, after ZCX_TIMEOUT, for the work "
+             "queued on its stream before it");
   }
 }
 
@@ -189,7 +200,7 @@ Status GpuRunner::finalize_avg(zcx_dtype_t dtype, void* buf, size_t count, int n
   return cuda_check(cuda_shim()->stream_synchronize(impl_->stream), "cudaStreamSynchronize");
 }
 
-#else  // no CUDA in this build: no queue can be made
+#else  // no CUDA in this build: no runner can be made
 
 Status device_of_call(const OpArgs&, int, int*) {
   return set_error(Status::kUnsupported, kLogColl,

@@ -99,7 +99,7 @@ Status Executor::issue_recv(int i, Endpoint* ep, Endpoint* data_ep, bool staged)
     s.hdr_done = false;
   }
   if (t.bytes == 0) return Status::kSuccess;
-  if (staged) ZCX_TRY(stage_recv_buffer(t, s));
+  if (staged) ZCX_TRY(stage_buffer(t, s));
   void* dst = staged ? s.bounce->data() : t.dst;
   Status st = data_ep->irecv(dst, t.bytes, tag, &s.req);
   if (st != Status::kSuccess) return fail(st, t, "receiving from");

@@ -20,7 +20,7 @@ namespace zcx::coll {
 // Stream-ordered GPU operations (a schedule with device() >= 0): the stream their copies and
 // reductions run on, and the pinned host memory that staged transfers go through.
 struct DeviceIo {
-  void* stream = nullptr;               // cudaStream_t of the communicator's GPU queue
+  void* stream = nullptr;               // cudaStream_t of the communicator's GPU runner
   std::shared_ptr<ScratchPool> pinned;  // bounce buffers of staged transfers
 };
 
@@ -69,12 +69,12 @@ class Executor {
   Status issue_local(const Task& t);
   Status issue_send(int i, Endpoint* ep, Endpoint* data_ep, bool staged);
   Status issue_recv(int i, Endpoint* ep, Endpoint* data_ep, bool staged);
-  // Device memory (executor_device.cc): copies and reductions on the GPU queue's stream, and
+  // Device memory (executor_device.cc): copies and reductions on the GPU runner's stream, and
   // the host copies of staged transfers.
   bool on_device() const { return sched_->device() >= 0; }
   Status device_compute(const Task& t);
   Status stage_out(const Task& t, Slot& s);  // send: device -> bounce
-  Status stage_recv_buffer(const Task& t, Slot& s);
+  Status stage_buffer(const Task& t, Slot& s);
   Status stage_in(const Task& t, Slot& s);   // received: bounce -> device
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);

@@ -1,8 +1,8 @@
 // The executor's device-memory steps (stream-ordered GPU operations): reductions as CUDA
-// kernels and copies as cudaMemcpyAsync on the GPU queue's stream, and the host copies of
+// kernels and copies as cudaMemcpyAsync on the GPU runner's stream, and the host copies of
 // staged transfers (device -> pinned bounce -> host provider -> pinned bounce -> device).
 // Each step waits for its own stream before the task counts as complete: the steps are
-// short, the stream is the queue's own (never the user's), and the schedule's later tasks,
+// short, the stream is the runner's own (never the user's), and the schedule's later tasks,
 // including sends of what a reduction wrote, depend on the result.
 #include "schedule/executor.h"
 
@@ -24,13 +24,13 @@ Status io_of(PeerLinks* links, const DeviceIo** io) {
   const CudaApi* api = cuda_shim();
   if (*io == nullptr || (*io)->stream == nullptr || api == nullptr)
     return set_error(Status::kInternal, kLogColl,
-                     "a device-memory schedule ran without the communicator's GPU queue");
+                     "a device-memory schedule ran without the communicator's GPU runner");
   return Status::kSuccess;
 }
 
 Status finish(const DeviceIo* io) {
   return cuda_check(cuda_shim()->stream_synchronize(static_cast<cudaStream_t>(io->stream)),
-                    "cudaStreamSynchronize (zcx GPU queue)");
+                    "cudaStreamSynchronize (zcx GPU runner)");
 }
 
 Status copy(const DeviceIo* io, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -51,7 +51,7 @@ Status Executor::device_compute(const Task& t) {
   return finish(io);
 }
 
-Status Executor::stage_recv_buffer(const Task& t, Slot& s) {
+Status Executor::stage_buffer(const Task& t, Slot& s) {
   const DeviceIo* io = nullptr;
   ZCX_TRY(io_of(links_, &io));
   s.bounce = std::make_unique<ScratchBlock>(io->pinned, t.bytes);
@@ -59,7 +59,7 @@ Status Executor::stage_recv_buffer(const Task& t, Slot& s) {
 }
 
 Status Executor::stage_out(const Task& t, Slot& s) {
-  ZCX_TRY(stage_recv_buffer(t, s));
+  ZCX_TRY(stage_buffer(t, s));
   return copy(links_->device_io(), s.bounce->data(), t.src, t.bytes, cudaMemcpyDeviceToHost);
 }
 
@@ -76,7 +76,7 @@ Status no_cuda() {
 }  // namespace
 
 Status Executor::device_compute(const Task&) { return no_cuda(); }
-Status Executor::stage_recv_buffer(const Task&, Slot&) { return no_cuda(); }
+Status Executor::stage_buffer(const Task&, Slot&) { return no_cuda(); }
 Status Executor::stage_out(const Task&, Slot&) { return no_cuda(); }
 Status Executor::stage_in(const Task&, Slot&) { return no_cuda(); }
 
