@@ -78,11 +78,37 @@ zcx_status_t ring_connect(const zcx_provider_ops_t* ops, Exchange& ex, Ring* r) 
 
 using Body = void (*)(Ring& ring, Exchange& ex);
 
+// One closing token around the ring, waited for by test(): waiting for prev's token drives
+// this rank's transport until prev has finished its body. The barrier alone drives nothing,
+// so a rank that finished first stopped answering: UCX sends a rendezvous reply from its
+// progress, and with UCX_TLS=posix,cma and ranks as threads on busy CPUs a peer's sends then
+// waited for the reply until kWaitMs. Runs after a failed body too (the peers wait for it).
+void close_ring(Ring& r) {
+  constexpr int kCloseTag = 0x7ff0;
+  uint8_t out = 1, in = 0;
+  void* buf = &in;
+  size_t cap = 1;
+  int tag = kCloseTag;
+  void* rmh = r.reg(r.recv, &in, 1);
+  void* smh = r.reg(r.send, &out, 1);
+  void *rreq = nullptr, *sreq = nullptr;
+  EXPECT_EQ(post_recv(r.ops, r.recv, 1, &buf, &cap, &tag, &rmh, &rreq), ZCX_SUCCESS)
+      << "rank " << r.rank << ": " << zcx_get_last_error();
+  EXPECT_EQ(post_send(r.ops, r.send, &out, 1, kCloseTag, smh, &sreq), ZCX_SUCCESS)
+      << "rank " << r.rank << ": " << zcx_get_last_error();
+  std::vector<void*> reqs;
+  for (void* q : {rreq, sreq})
+    if (q) reqs.push_back(q);
+  EXPECT_EQ(wait_requests(r.ops, reqs, nullptr, kWaitMs), ZCX_SUCCESS)
+      << "rank " << r.rank << " closing the ring: " << zcx_get_last_error();
+}
+
 void run_rank(const zcx_provider_ops_t* ops, Exchange& ex, Body body) {
   Ring ring;
   ASSERT_EQ(ring_connect(ops, ex, &ring), ZCX_SUCCESS)
       << "rank " << ex.rank() << ": " << zcx_get_last_error();
   body(ring, ex);
+  close_ring(ring);
   EXPECT_EQ(ex.barrier(), ZCX_SUCCESS);  // nobody closes while a peer still transfers
 }
 
