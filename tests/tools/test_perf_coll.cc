@@ -134,6 +134,32 @@ TEST(ZcxPerfColl, BadOptionsAndHelp) {
   EXPECT_NE(root.err.find("-r 2 is not a rank of this 2-rank job"), std::string::npos) << root.err;
 }
 
+// No CUDA driver (forced: a library name that does not exist): every rank says why, at once.
+TEST(ZcxPerfColl, DeviceGpuWithoutADriverFailsClearly) {
+  ToolResult r = run_tool("ZCX_CUDA_DRIVER_LIBRARY=libcuda-absent.so.1 " + kRun +
+                          " -np 2 --timeout 60 -- " + kPerf + " coll allreduce --device gpu");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--device gpu"), std::string::npos) << r.out << r.err;
+  ToolResult bad = run_tool(kPerf + " coll allreduce --device tpu");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+}
+
+#ifdef ZCX_FAKE_CUDA_PATH
+// --device gpu through the simulated CUDA runtime (host memory; tests/gpu/fake_cuda), staged
+// transfers: the tool's device buffers, stream calls and checks, not a GPU.
+TEST(ZcxPerfColl, DeviceGpuOnTheSimulatedRuntime) {
+  const std::string fake = ZCX_FAKE_CUDA_PATH;
+  ToolResult r = run_tool("ZCX_CUDA_DRIVER_LIBRARY=" + fake + " ZCX_CUDA_RUNTIME_LIBRARY=" + fake +
+                          " ZCX_PROVIDERS=shm,tcp ZCX_GPU_STAGING=1 " + kRun +
+                          " -np 2 --timeout 60 -- " + kPerf +
+                          " coll allreduce --device gpu -b 8 -e 256K -f 8 -n 3 -w 1 --reps 2 -c 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(clean_rows(r.out, "float", "sum", -1), 6) << r.out;
+  EXPECT_NE(r.out.find("device: gpu: CUDA device 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ZCX_GPU_STAGING=1"), std::string::npos) << r.out;
+}
+#endif
+
 TEST(ZcxPerfColl, RanksWithDifferentOptionsAreRejected) {
   ToolResult r = run_tool(kRun + " -np 2 --timeout 60 -- sh -c 'exec " + kPerf +
                           " coll allreduce -b 8 -e 8 -n $((3 + ZCX_RANK)) --reps 1'");
