@@ -1,8 +1,7 @@
 // A simulated CUDA driver + runtime for machines without a GPU, loaded in place of libcuda
 // and libcudart through ZCX_CUDA_DRIVER_LIBRARY / ZCX_CUDA_RUNTIME_LIBRARY. It lets the CPU
-// CI run the stream-ordered collectives' own logic: the GPU queue, the stream hold points,
-// staged transfers, ordering against work queued before and after a call, errors and
-// teardown. It is not a GPU: "device" memory is host memory, each stream is one worker
+// CI run the stream-ordered collectives' own logic: the wait for a stream's earlier work,
+// staged transfers, ordering against work queued before and after a call, device avg. It is not a GPU: "device" memory is host memory, each stream is one worker
 // thread that runs its copies, memsets, kernels and host functions in order, and the zcx
 // reduction kernels run as the CPU scalar reference. CUDA IPC and VMM calls fail
 // (cudaErrorNotSupported), so cuda_ipc is never exercised here.

@@ -15,8 +15,8 @@ std::string failure(const Placement& p, const char* what, const std::string& why
          std::to_string(p.call.rank) + ": " + (why.empty() ? zcx_get_last_error() : why);
 }
 
-// Device buffers: the calls were only enqueued on the stream. Waits for it, then asks the
-// communicator whether an enqueued operation failed.
+// Device buffers: the calls are ordered on the stream (and may only be enqueued there, as
+// NCCL's are). Waits for it, then asks the communicator whether an operation failed.
 bool finish_on_device(const Placement& p, const CollBuffers& b, std::string* error) {
   if (b.device() == nullptr) return true;
   std::string why;
