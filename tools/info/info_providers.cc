@@ -31,6 +31,7 @@ std::string mem_kinds(uint32_t kinds) {
 std::string flags_text(uint32_t flags) {
   std::string out;
   if (flags & ZCX_PROVIDER_LOCAL_ONLY) out += "local-only ";
+  if (flags & ZCX_PROVIDER_DEVICE_ONLY) out += "device-only ";
   if (flags & ZCX_PROVIDER_NEEDS_REG) out += "needs-registration ";
   if (out.empty()) return "none";
   out.pop_back();

@@ -2,7 +2,7 @@
 // and libcudart through ZCX_CUDA_DRIVER_LIBRARY / ZCX_CUDA_RUNTIME_LIBRARY. It lets the CPU
 // CI run the stream-ordered collectives' own logic: the wait for a stream's earlier work,
 // staged transfers, ordering against work queued before and after a call, device avg. It is not a GPU: "device" memory is host memory, each stream is one worker
-// thread that runs its copies, memsets, kernels and host functions in order, and the zcx
+// thread that runs its copies, memsets, kernels and event records in order, and the zcx
 // reduction kernels run as the CPU scalar reference. CUDA IPC and VMM calls fail
 // (cudaErrorNotSupported), so cuda_ipc is never exercised here.
 #include "reduce/reduce.h"
@@ -327,10 +327,6 @@ FAKE_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 FAKE_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (s != nullptr) reinterpret_cast<Stream*>(s)->sync();
-  return cudaSuccess;
-}
-FAKE_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
-  enqueue(s, [=] { fn(data); });
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {

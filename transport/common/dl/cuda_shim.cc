@@ -86,7 +86,6 @@ bool resolve_runtime_streams(DlLibrary& r, CudaApi* a, std::string* why) {
          r.need("cudaStreamDestroy", a->stream_destroy, why) &&
          r.need("cudaStreamSynchronize", a->stream_synchronize, why) &&
          r.need("cudaStreamWaitEvent", a->stream_wait_event, why) &&
-         r.need("cudaLaunchHostFunc", a->launch_host_func, why) &&
          r.need("cudaEventCreateWithFlags", a->event_create_with_flags, why) &&
          r.need("cudaEventDestroy", a->event_destroy, why) &&
          r.need("cudaEventRecord", a->event_record, why) &&

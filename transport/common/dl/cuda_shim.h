@@ -67,7 +67,6 @@ struct CudaApi {
   decltype(&::cudaStreamDestroy) stream_destroy;
   decltype(&::cudaStreamSynchronize) stream_synchronize;
   decltype(&::cudaStreamWaitEvent) stream_wait_event;
-  decltype(&::cudaLaunchHostFunc) launch_host_func;
   decltype(&::cudaEventCreateWithFlags) event_create_with_flags;
   decltype(&::cudaEventDestroy) event_destroy;
   decltype(&::cudaEventRecord) event_record;
