@@ -1,8 +1,11 @@
 // zcx-gpu-bench: cuda_ipc bandwidth between two processes sharing the GPU(s), next to
 // cudaMemcpy device-to-device inside one process, in the same run. Each figure is the
-// median of the iterations with min and max. A cuda_ipc iteration is one whole message:
-// the receiver's POST, the sender's copy and the DONE. Without a GPU it prints why and
-// exits 0 (run.sh calls it only on GPU machines).
+// median of the iterations with min and max. An iteration moves `window` messages: with
+// window 1 a cuda_ipc iteration is one whole message (the receiver's POST, the sender's copy
+// and the DONE) and a D2D one is cudaMemcpy + synchronize; with window 8 (perftest's way of
+// measuring bandwidth: several in flight) the receiver posts 8 receives and the sender 8
+// sends, and D2D enqueues 8 cudaMemcpyAsync before one stream synchronize. Without a GPU it
+// prints why and exits 0 (run.sh calls it only on GPU machines).
 //   usage: zcx-gpu-bench [iterations]
 #include "cuda_ipc_util.h"
 #include "gpu_test_util.h"
@@ -15,6 +18,12 @@ namespace {
 
 constexpr size_t kSizes[] = {size_t(64) << 10, size_t(1) << 20, size_t(16) << 20,
                              size_t(256) << 20};
+constexpr int kWindows[] = {1, 8};
+constexpr int kMaxIters = 64;
+// Where rank 1's timings go in the shared array: [window][size][iteration].
+size_t slot(size_t wi, size_t si, int i) {
+  return (wi * std::size(kSizes) + si) * kMaxIters + static_cast<size_t>(i);
+}
 
 struct Stats {
   double med = 0, min = 0, max = 0;  // GB/s
@@ -26,17 +35,40 @@ Stats summarise(std::vector<double> secs, size_t bytes) {
   return {gbs(secs[secs.size() / 2]), gbs(secs.back()), gbs(secs.front())};
 }
 
-Stats memcpy_d2d(size_t bytes, int iters) {
+// `window` copies of `bytes` per iteration (distinct buffers), then one synchronize.
+Stats memcpy_d2d(size_t bytes, int window, int iters) {
   const CudaApi* api = cuda_shim();
-  DeviceBuffer a(Alloc::kCudaMalloc, 0, bytes), b(Alloc::kCudaMalloc, 0, bytes);
+  std::vector<std::unique_ptr<DeviceBuffer>> from, to;
+  for (int k = 0; k < window; ++k) {
+    from.push_back(std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, bytes));
+    to.push_back(std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, bytes));
+  }
   std::vector<double> secs;
   for (int i = 0; i < iters + 1; ++i) {
     int64_t t0 = now_ns();
-    (void)api->copy(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice);
+    for (int k = 0; k < window; ++k)
+      (void)api->copy_async(to[k]->data(), from[k]->data(), bytes, cudaMemcpyDeviceToDevice,
+                            nullptr);
     (void)api->device_synchronize();
     if (i > 0) secs.push_back(static_cast<double>(now_ns() - t0) / 1e9);  // first: warm-up
   }
-  return summarise(secs, bytes);
+  return summarise(secs, bytes * static_cast<size_t>(window));
+}
+
+// One iteration of `window` messages from rank 0 to rank 1 on distinct buffers.
+bool move_window(Mesh& m, int rank, std::vector<std::unique_ptr<DeviceBuffer>>& bufs,
+                 size_t bytes, int window) {
+  const int peer = 1 - rank;
+  std::vector<void*> req(static_cast<size_t>(window), nullptr);
+  for (int k = 0; k < window; ++k) {
+    void* data = bufs[k]->data();
+    size_t cap = bytes;
+    zcx_status_t s = rank == 1
+        ? ipc_ops()->irecv(m.rc[peer], 1, &data, &cap, nullptr, nullptr, &req[k])
+        : ipc_ops()->isend(m.sc[peer], data, bytes, 0, nullptr, &req[k]);
+    if (s != ZCX_SUCCESS || req[k] == nullptr) return false;
+  }
+  return wait_all(req, nullptr);
 }
 
 // Rank 0 sends, rank 1 receives; both time each message; rank 1 reports through the board.
@@ -47,23 +79,20 @@ int ipc_rank(Board* b, int rank, int iters, double* out) {
   (void)cuda_shim()->set_device(rank % ndev);
   Mesh m;
   if (!mesh_connect(b, rank, 2, rank % ndev, &m)) return 1;
-  int peer = 1 - rank;
-  for (size_t si = 0; si < std::size(kSizes); ++si) {
-    size_t bytes = kSizes[si];
-    DeviceBuffer buf(Alloc::kCudaMalloc, rank % ndev, bytes);
-    for (int i = 0; i < iters + 1; ++i) {
-      std::vector<void*> req(1, nullptr);
-      void* data = buf.data();
-      size_t cap = bytes;
-      int64_t t0 = now_ns();
-      zcx_status_t s = rank == 1
-          ? ipc_ops()->irecv(m.rc[peer], 1, &data, &cap, nullptr, nullptr, &req[0])
-          : ipc_ops()->isend(m.sc[peer], data, bytes, 0, nullptr, &req[0]);
-      if (s != ZCX_SUCCESS || req[0] == nullptr || !wait_all(req, nullptr))
-        return fail(b, rank, "transfer");
-      if (i > 0 && rank == 1) out[si * 64 + (i - 1)] = static_cast<double>(now_ns() - t0) / 1e9;
+  int step = 0;
+  for (size_t wi = 0; wi < std::size(kWindows); ++wi) {
+    for (size_t si = 0; si < std::size(kSizes); ++si) {
+      const size_t bytes = kSizes[si];
+      std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+      for (int k = 0; k < kWindows[wi]; ++k)
+        bufs.push_back(std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, rank % ndev, bytes));
+      for (int i = 0; i < iters + 1; ++i) {
+        int64_t t0 = now_ns();
+        if (!move_window(m, rank, bufs, bytes, kWindows[wi])) return fail(b, rank, "transfer");
+        if (i > 0 && rank == 1) out[slot(wi, si, i - 1)] = static_cast<double>(now_ns() - t0) / 1e9;
+      }
+      if (!board_barrier(b, 2, ++step)) return fail(b, rank, "barrier");
     }
-    if (!board_barrier(b, 2, static_cast<int>(si) + 1)) return fail(b, rank, "barrier");
   }
   return 0;
 }
@@ -75,8 +104,13 @@ int bench_main(int iters) {
     return 0;
   }
   Board* b = board_new();
-  auto* secs = static_cast<double*>(mmap(nullptr, sizeof(double) * 64 * std::size(kSizes),
+  const size_t nsecs = std::size(kWindows) * std::size(kSizes) * kMaxIters;
+  auto* secs = static_cast<double*>(mmap(nullptr, sizeof(double) * nsecs,
                                          PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (secs == MAP_FAILED) {
+    std::printf("error: mmap for the timings failed\n");
+    return 1;
+  }
   int failed = run_ranks(2, [&](int r) { return ipc_rank(b, r, iters, secs); }, 240000);
   for (int r = 0; r < 2; ++r)
     if (b->error[r][0]) std::printf("error: %s\n", b->error[r]);
@@ -86,14 +120,20 @@ int bench_main(int iters) {
     std::printf("error: CUDA in the bench process: %s\n", why.c_str());
     return 1;
   }
-  std::printf("%12s  %-36s  %-36s\n", "bytes", "cuda_ipc GB/s median (min-max)",
-              "cudaMemcpy D2D GB/s median (min-max)");
-  for (size_t si = 0; si < std::size(kSizes) && failed == 0; ++si) {
-    Stats ipc = summarise(std::vector<double>(secs + si * 64, secs + si * 64 + iters), kSizes[si]);
-    Stats d2d = memcpy_d2d(kSizes[si], iters);
-    std::printf("%12zu  %8.1f (%.1f-%.1f)%18s  %8.1f (%.1f-%.1f)\n", kSizes[si], ipc.med, ipc.min,
-                ipc.max, "", d2d.med, d2d.min, d2d.max);
-  }
+  std::printf("%6s  %12s  %-36s  %-36s  %s\n", "window", "bytes",
+              "cuda_ipc GB/s median (min-max)", "cudaMemcpy D2D GB/s median (min-max)", "ratio");
+  for (size_t wi = 0; wi < std::size(kWindows) && failed == 0; ++wi)
+    for (size_t si = 0; si < std::size(kSizes); ++si) {
+      const int w = kWindows[wi];
+      const size_t bytes = kSizes[si] * static_cast<size_t>(w);
+      const double* first = secs + slot(wi, si, 0);
+      Stats ipc = summarise(std::vector<double>(first, first + iters), bytes);
+      Stats d2d = memcpy_d2d(kSizes[si], w, iters);
+      std::printf("%6d  %12zu  %8.1f (%.1f-%.1f)%18s  %8.1f (%.1f-%.1f)%18s  %.2f\n", w,
+                  kSizes[si], ipc.med, ipc.min, ipc.max, "", d2d.med, d2d.min, d2d.max, "",
+                  ipc.med / d2d.med);
+    }
+  munmap(secs, sizeof(double) * nsecs);
   board_free(b);
   return failed == 0 ? 0 : 1;
 }
@@ -103,6 +143,6 @@ int bench_main(int iters) {
 
 int main(int argc, char** argv) {
   int iters = argc > 1 ? std::atoi(argv[1]) : 20;
-  iters = std::clamp(iters, 1, 64);
+  iters = std::clamp(iters, 1, zcx::gpu_test::kMaxIters);
   return zcx::gpu_test::bench_main(iters);
 }
