@@ -3,19 +3,27 @@
 // CI run the stream-ordered collectives' own logic: the wait for a stream's earlier work,
 // staged transfers, ordering against work queued before and after a call, device avg. It is not a GPU: "device" memory is host memory, each stream is one worker
 // thread that runs its copies, memsets, kernels and event records in order, and the zcx
-// reduction kernels run as the CPU scalar reference. CUDA IPC and VMM calls fail
-// (cudaErrorNotSupported), so cuda_ipc is never exercised here.
+// reduction kernels run as the CPU scalar reference. Legacy CUDA IPC works between
+// processes of one host: cudaMalloc memory is a memfd mapping, its handle names the owner's
+// pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so the cuda_ipc provider's
+// protocol runs, over host memory). VMM (cuMem*) calls fail with CUDA_ERROR_NOT_SUPPORTED.
 #include "reduce/reduce.h"
 #include "reduce/reduce_elem.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -27,8 +35,20 @@ namespace {
 
 struct Allocation {
   size_t size;
-  bool device;  // cudaMalloc (device) or cudaMallocHost (pinned host)
+  bool device;   // cudaMalloc or an imported IPC mapping (device), or cudaMallocHost
+  int fd = -1;   // cudaMalloc: the memfd behind it (IPC handles name it)
+  uint64_t id = 0;
+  bool imported = false;  // cudaIpcOpenMemHandle: unmapped, not freed
 };
+std::atomic<uint64_t> g_next_id{1};
+
+// The legacy IPC handle's contents (cudaIpcMemHandle_t has 64 bytes).
+struct IpcName {
+  uint64_t magic;
+  int32_t pid, fd;
+  uint64_t size, id;
+};
+constexpr uint64_t kIpcMagic = 0x7a637866616b6531ull;
 std::mutex g_alloc_mu;
 std::map<uintptr_t, Allocation> g_allocs;
 
@@ -182,8 +202,14 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, uns
   enqueue(stream, [=] { fn(out, a, b, n); });
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuPointerGetAttribute(void*, CUpointer_attribute, CUdeviceptr) {
-  return CUDA_ERROR_NOT_SUPPORTED;
+FAKE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {
+  if (attr != CU_POINTER_ATTRIBUTE_BUFFER_ID) return CUDA_ERROR_NOT_SUPPORTED;
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  uintptr_t base = 0;
+  const Allocation* a = find_alloc(reinterpret_cast<void*>(p), &base);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *static_cast<unsigned long long*>(data) = a->id;
+  return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
   std::lock_guard<std::mutex> lock(g_alloc_mu);
@@ -269,29 +295,62 @@ FAKE_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const
 FAKE_API cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 
 namespace {
-cudaError_t fake_alloc(void** p, size_t n, bool device) {
-  t_context = true;
-  *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
-  if (*p == nullptr) return cudaErrorMemoryAllocation;
+void record(void* p, Allocation a) {
   std::lock_guard<std::mutex> lock(g_alloc_mu);
-  g_allocs[reinterpret_cast<uintptr_t>(*p)] = Allocation{n ? n : 1, device};
+  g_allocs[reinterpret_cast<uintptr_t>(p)] = a;
+}
+
+// Device memory: a memfd mapping, so another process can map it through an IPC handle.
+cudaError_t device_alloc(void** p, size_t n) {
+  t_context = true;
+  const size_t size = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
+  int fd = memfd_create("zcx-fake-cuda", MFD_CLOEXEC);
+  if (fd < 0) return cudaErrorMemoryAllocation;
+  void* m = ftruncate(fd, static_cast<off_t>(size)) == 0
+                ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  if (m == MAP_FAILED) {
+    close(fd);
+    return cudaErrorMemoryAllocation;
+  }
+  *p = m;
+  record(m, Allocation{size, true, fd, g_next_id++, false});
   return cudaSuccess;
 }
+
+cudaError_t host_alloc(void** p, size_t n) {
+  *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
+  if (*p == nullptr) return cudaErrorMemoryAllocation;
+  record(*p, Allocation{n ? n : 1, false, -1, g_next_id++, false});
+  return cudaSuccess;
+}
+
 cudaError_t fake_free(void* p) {
   if (p == nullptr) return cudaSuccess;
-  std::lock_guard<std::mutex> lock(g_alloc_mu);
-  if (g_allocs.erase(reinterpret_cast<uintptr_t>(p)) == 0) return cudaErrorInvalidValue;
-  std::free(p);
+  Allocation a{};
+  {
+    std::lock_guard<std::mutex> lock(g_alloc_mu);
+    auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
+    if (it == g_allocs.end()) return cudaErrorInvalidValue;
+    a = it->second;
+    g_allocs.erase(it);
+  }
+  if (!a.device) {
+    std::free(p);
+    return cudaSuccess;
+  }
+  munmap(p, a.size);
+  if (a.fd >= 0) close(a.fd);
   return cudaSuccess;
 }
 }  // namespace
 
-FAKE_API cudaError_t cudaMalloc(void** p, size_t n) { return fake_alloc(p, n, true); }
+FAKE_API cudaError_t cudaMalloc(void** p, size_t n) { return device_alloc(p, n); }
 FAKE_API cudaError_t cudaFree(void* p) {
   t_context = true;
   return fake_free(p);
 }
-FAKE_API cudaError_t cudaMallocHost(void** p, size_t n) { return fake_alloc(p, n, false); }
+FAKE_API cudaError_t cudaMallocHost(void** p, size_t n) { return host_alloc(p, n); }
 FAKE_API cudaError_t cudaFreeHost(void* p) { return fake_free(p); }
 FAKE_API cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
   std::memcpy(d, s, n);
@@ -306,13 +365,40 @@ FAKE_API cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t st) 
   enqueue(st, [=] { std::memset(d, v, n); });
   return cudaSuccess;
 }
-FAKE_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) {
-  return cudaErrorNotSupported;
+FAKE_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* h, void* p) {
+  static_assert(sizeof(IpcName) <= sizeof(cudaIpcMemHandle_t));
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
+  if (it == g_allocs.end() || it->second.fd < 0) return cudaErrorInvalidValue;
+  IpcName name{kIpcMagic, static_cast<int32_t>(getpid()), it->second.fd, it->second.size,
+               it->second.id};
+  std::memset(h, 0, sizeof(*h));
+  std::memcpy(h, &name, sizeof(name));
+  return cudaSuccess;
 }
-FAKE_API cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned) {
-  return cudaErrorNotSupported;
+FAKE_API cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t h, unsigned) {
+  IpcName name;
+  std::memcpy(&name, &h, sizeof(name));
+  if (name.magic != kIpcMagic) return cudaErrorInvalidValue;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", name.pid, name.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return cudaErrorMapBufferObjectFailed;
+  void* m = mmap(nullptr, name.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return cudaErrorMapBufferObjectFailed;
+  *p = m;
+  record(m, Allocation{name.size, true, -1, name.id, true});
+  return cudaSuccess;
 }
-FAKE_API cudaError_t cudaIpcCloseMemHandle(void*) { return cudaErrorNotSupported; }
+FAKE_API cudaError_t cudaIpcCloseMemHandle(void* p) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
+  if (it == g_allocs.end() || !it->second.imported) return cudaErrorInvalidValue;
+  munmap(p, it->second.size);
+  g_allocs.erase(it);
+  return cudaSuccess;
+}
 FAKE_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   t_context = true;
   *s = reinterpret_cast<cudaStream_t>(new Stream());
