@@ -3,7 +3,8 @@
 // CI run the stream-ordered collectives' own logic: the wait for a stream's earlier work,
 // staged transfers, ordering against work queued before and after a call, device avg. It is not a GPU: "device" memory is host memory, each stream is one worker
 // thread that runs its copies, memsets, kernels and event records in order, and the zcx
-// reduction kernels run as the CPU scalar reference. Legacy CUDA IPC works between
+// reduction kernels run as the CPU scalar reference. Allocation, free and
+// cudaDeviceSynchronize wait for every stream, as on a GPU. Legacy CUDA IPC works between
 // processes of one host: cudaMalloc memory is a memfd mapping, its handle names the owner's
 // pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so the cuda_ipc provider's
 // protocol runs, over host memory). VMM (cuMem*) calls fail with CUDA_ERROR_NOT_SUPPORTED.
@@ -28,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #define FAKE_API extern "C" __attribute__((visibility("default")))
 
@@ -110,6 +112,21 @@ class Stream {
   bool busy_ = false, stop_ = false;
   std::thread thread_;
 };
+
+// Every live stream: the calls that wait for the whole device (cudaDeviceSynchronize, and
+// allocation and free, as CUDA's do) wait for each of them, so a design that holds a stream
+// while it allocates deadlocks here as it would on a GPU.
+std::mutex g_streams_mu;
+std::vector<Stream*> g_streams;
+
+void sync_device() {
+  std::vector<Stream*> all;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    all = g_streams;
+  }
+  for (Stream* s : all) s->sync();
+}
 
 // The legacy default stream (NULL) runs work at once, on the calling thread.
 void enqueue(cudaStream_t s, std::function<void()> fn) {
@@ -292,7 +309,10 @@ FAKE_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const
   attr->hostPointer = a && !a->device ? const_cast<void*>(p) : nullptr;
   return cudaSuccess;
 }
-FAKE_API cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+FAKE_API cudaError_t cudaDeviceSynchronize() {
+  sync_device();
+  return cudaSuccess;
+}
 
 namespace {
 void record(void* p, Allocation a) {
@@ -303,6 +323,7 @@ void record(void* p, Allocation a) {
 // Device memory: a memfd mapping, so another process can map it through an IPC handle.
 cudaError_t device_alloc(void** p, size_t n) {
   t_context = true;
+  sync_device();
   const size_t size = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
   int fd = memfd_create("zcx-fake-cuda", MFD_CLOEXEC);
   if (fd < 0) return cudaErrorMemoryAllocation;
@@ -319,6 +340,7 @@ cudaError_t device_alloc(void** p, size_t n) {
 }
 
 cudaError_t host_alloc(void** p, size_t n) {
+  sync_device();
   *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
   if (*p == nullptr) return cudaErrorMemoryAllocation;
   record(*p, Allocation{n ? n : 1, false, -1, g_next_id++, false});
@@ -327,6 +349,7 @@ cudaError_t host_alloc(void** p, size_t n) {
 
 cudaError_t fake_free(void* p) {
   if (p == nullptr) return cudaSuccess;
+  sync_device();
   Allocation a{};
   {
     std::lock_guard<std::mutex> lock(g_alloc_mu);
@@ -401,12 +424,21 @@ FAKE_API cudaError_t cudaIpcCloseMemHandle(void* p) {
 }
 FAKE_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   t_context = true;
-  *s = reinterpret_cast<cudaStream_t>(new Stream());
+  auto* stream = new Stream();
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    g_streams.push_back(stream);
+  }
+  *s = reinterpret_cast<cudaStream_t>(stream);
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
   auto* stream = reinterpret_cast<Stream*>(s);
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    g_streams.erase(std::remove(g_streams.begin(), g_streams.end(), stream), g_streams.end());
+  }
   stream->sync();
   delete stream;
   return cudaSuccess;
