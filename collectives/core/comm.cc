@@ -80,6 +80,8 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
   c->id_ = id;
   c->name_ = std::move(name);
   c->eps_.assign(c->world_.size(), nullptr);
+  c->data_eps_.assign(c->world_.size(), nullptr);
+  c->data_staged_.assign(c->world_.size(), 0);
   c->index_hosts();
   c->p2p_sent_.assign(c->world_.size(), 0);
   c->p2p_recvd_.assign(c->world_.size(), 0);
@@ -109,7 +111,6 @@ Status Comm::endpoint(int peer, Endpoint** ep) {
 // Both sides decide alike (reaches() reads what both ranks opened): cuda_ipc where it reaches
 // the peer and staging is not forced, else the host endpoint through pinned bounce buffers.
 Status Comm::data_endpoint(int peer, Endpoint** ep, bool* staged) {
-  if (data_eps_.empty()) data_eps_.assign(world_.size(), nullptr), data_staged_.assign(world_.size(), 0);
   if (!data_eps_[peer]) {
     const bool ipc = gpu_ && !gpu_->staging() && ctx_->reaches(world_[peer], "cuda_ipc");
     if (ipc) ZCX_TRY(ctx_->endpoint(world_[peer], &data_eps_[peer], "cuda_ipc"));
@@ -208,7 +209,7 @@ SelectInput Comm::select_input(const OpArgs& a) const {
   si.link = nnodes_ > 1 ? LinkClass::kNet : LinkClass::kShm;
   si.nnodes = nnodes_;
   si.ppn = ppn_;
-  si.shared_lane = lane_possible();
+  si.shared_lane = a.device < 0 && lane_possible();  // the lane holds host memory only
   si.shared_bulk_piece = si.shared_lane ? lane_bulk_piece() : 0;
   return si;
 }
@@ -219,11 +220,7 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   a.nranks = nranks();
   Choice c;
   SelectInput si;
-  if (a.device >= 0) {  // device memory: no shared lane; choices not cached with host ones
-    si = select_input(a);
-    si.shared_lane = false, si.shared_bulk_piece = 0;
-    c = select(si);
-  } else if (a.kind != CollKind::kSendRecv) {
+  if (a.kind != CollKind::kSendRecv) {
     si = select_input(a);
     c = choose(si);
     if (c.algo == Algo::kShared && lane_state_ == LaneState::kUntried) {
@@ -291,12 +288,15 @@ void Comm::refresh_tuning() {
   forget_choices();
 }
 
-// Choices are cached per (collective, bytes): the cost model reads a dozen config values and
+// Choices are cached per (collective, bytes, lane offered): the cost model reads a dozen config values and
 // formats its explanation, microseconds that an 8-byte allreduce cannot afford. A config
 // override drops the cache (post() refreshes it); with TUNING logging on, a cached choice is
 // printed again.
 const Choice& Comm::choose(const SelectInput& in) {
-  const uint64_t key = (static_cast<uint64_t>(in.bytes) << 4) | static_cast<uint64_t>(in.kind);
+  static_assert(static_cast<int>(CollKind::kCount) <= 16, "the kind takes 4 bits of the key");
+  const uint64_t key = (static_cast<uint64_t>(in.bytes) << 5) |
+                       (static_cast<uint64_t>(in.shared_lane) << 4) |
+                       static_cast<uint64_t>(in.kind);
   if (last_choice_ != nullptr && key == last_key_ && !log_enabled(LogLevel::kInfo, kLogTuning))
     return *last_choice_;  // the loop of one size: skip even the hash lookup
   auto it = choices_.find(key);

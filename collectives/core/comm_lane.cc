@@ -110,7 +110,7 @@ void Comm::lane_start(const OpArgs& a, const SelectInput& si, LaneOp* lo) {
 // operation, without the operation object, the queue, or the executor.
 Status Comm::run(const OpArgs& args) {
   if (lane_state_ == LaneState::kReady && queue_.empty() && args.kind != CollKind::kSendRecv &&
-      args.device < 0 && !err_.has()) {
+      !err_.has()) {
     refresh_tuning();
     OpArgs a = args;
     a.rank = rank_;

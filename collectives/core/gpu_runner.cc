@@ -14,9 +14,7 @@
 #include "reduce/cuda/reduce_cuda.h"
 #endif
 
-#include <chrono>
 #include <new>
-#include <thread>
 
 namespace zcx::coll {
 namespace {
@@ -140,17 +138,13 @@ GpuRunner::Impl::~Impl() {
 Status GpuRunner::Impl::wait_for(cudaStream_t user) const {
   const CudaApi* api = cuda_shim();
   ZCX_TRY(cuda_check(api->event_record(queued, user), "cudaEventRecord (the call's stream)"));
-  const int64_t warn_at = now_ns() + params::timeout_ms() * 1000000;
-  bool warned = false;
-  for (int polls = 0;; ++polls) {
+  const int64_t start = now_ns(), warn_at = start + params::timeout_ms() * 1000000;
+  WaitPacer pacer;
+  for (bool warned = false;;) {
     cudaError_t e = api->event_query(queued);
     if (e == cudaSuccess) return Status::kSuccess;
     if (e != cudaErrorNotReady) return cuda_check(e, "cudaEventQuery (the call's stream)");
-    if (polls < 1024) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    pacer.pause([start] { return start; });
     if (warned || now_ns() < warn_at) continue;
     warned = true;
     ZCX_WARN(kLogColl, "a stream-ordered call still waits, after ZCX_TIMEOUT, for the work "

@@ -59,15 +59,15 @@ if timeout 30 ldd "$build"/transport/libzcx.so | grep -E "libcuda|libcudart"; th
 fi
 echo "ldd libzcx.so: no libcuda, no libcudart"
 
-failed=()
-failed() { echo "gpu/run.sh: FAILED: $*"; failed+=("$*"); }
+failures=()
+note_failure() { echo "gpu/run.sh: FAILED: $*"; failures+=("$*"); }
 
 step "zcx-info"
 timeout -s KILL 30 "$build"/tools/info/zcx-info | sed -n '1,4p;/provider cuda_ipc/,/^$/p'
 
 # The bandwidth figure first: a later step that fails or runs long must not cost it.
 step "cuda_ipc vs cudaMemcpy D2D (zcx-gpu-bench, ${ITERS:-20} iterations per size)"
-timeout -s KILL 60 "$build"/tests/gpu/zcx-gpu-bench "${ITERS:-20}" || failed "bench (exit $?)"
+timeout -s KILL 60 "$build"/tests/gpu/zcx-gpu-bench "${ITERS:-20}" || note_failure "bench (exit $?)"
 
 step "ctest -L gpu"
 log=$build/ctest-gpu.log
@@ -76,11 +76,11 @@ rc=$?
 grep -E "Test +#|tests passed|Total Test time" "$log"
 if [ $rc -ne 0 ]; then
   grep -E "Failure|FAIL |error|rank [0-9]" "$log" | head -40
-  failed "gpu tests (exit $rc, log: $log)"
+  note_failure "gpu tests (exit $rc, log: $log)"
 fi
 if grep -q "SKIPPED \] needs" "$log"; then
   grep "SKIPPED \] needs" "$log" | head -3
-  failed "a GPU test skipped on a GPU machine"
+  note_failure "a GPU test skipped on a GPU machine"
 fi
 
 step "zcx-perf coll allreduce on device buffers (--device gpu, 16 B..256 MiB)"
@@ -93,12 +93,12 @@ perf_gpu() {
   timeout -s KILL 45 env "${envs[@]}" "$build"/tools/run/zcx-run -np "$np" \
     --timeout 40 -- "$build"/tools/perf/zcx-perf coll allreduce --device gpu -b 16 -e 256M \
     -f 4 -n "$3" -w "$4" --reps 3 --json "$build/perf-gpu-$mode-np$np.json" ||
-    failed "zcx-perf coll allreduce --device gpu, $np ranks, $mode (exit $?)"
+    note_failure "zcx-perf coll allreduce --device gpu, $np ranks, $mode (exit $?)"
 }
 perf_gpu 2 0 10 2
 perf_gpu 4 0 10 2
 perf_gpu 2 1 5 1
 
 step "done"
-[ ${#failed[@]} -eq 0 ] || { printf 'gpu/run.sh: FAIL: %s\n' "${failed[@]}"; exit 1; }
+[ ${#failures[@]} -eq 0 ] || { printf 'gpu/run.sh: FAIL: %s\n' "${failures[@]}"; exit 1; }
 echo "gpu/run.sh: all GPU checks passed"

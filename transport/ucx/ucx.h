@@ -6,16 +6,11 @@
 // handle, so the handle carries the address of a small zcx TCP listener (the side channel).
 // Connector and acceptor exchange their zcx handshake (magic, version, job secret, rank, pid,
 // host) and their worker addresses over it. Then the connector makes its UCP endpoint (error
-// mode PEER) in one of two ways. Where UCX uses tcp, the acceptor also runs a ucp_listener
-// and sends its port in the ack, and the connector goes through UCX's sockaddr connection
-// manager: in peer mode UCX 1.13 keeps tcp's zero-copy rendezvous lanes only on such
-// endpoints, which is worth 1.5-1.8x at 1 MiB (ucx_sockaddr.cc, docs/PERFORMANCE.md). Below
-// ZCX_UCX_SOCKADDR_MIN (256 KiB) the one active-message lane of a worker-address endpoint is
-// faster, so such a connection has a second endpoint, from the worker address, for small
-// messages (matching is by exact sequence tags, so which endpoint carries a message does not
-// matter). Otherwise the connector uses the acceptor's worker address alone; the sockaddr
-// manager cannot connect at all when UCX_TLS holds only shared-memory transports
-// ("Destination is unreachable"). The socket stays open for the life of the
+// mode PEER): where UCX uses tcp on both sides, through the acceptor's ucp_listener (UCX's
+// sockaddr connection manager; its port comes in the ack), plus a second, worker-address
+// endpoint for messages below ZCX_UCX_SOCKADDR_MIN; elsewhere from the acceptor's worker
+// address alone. Why: ucx_sockaddr.cc. Matching is by exact sequence tags, so which endpoint
+// carries a message does not matter. The socket stays open for the life of the
 // connection: a peer that dies closes it at once (the kernel does), which gives a prompt
 // "peer died" on any transport, and a peer that closes its comm first sends a close record
 // with its message count.

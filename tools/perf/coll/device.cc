@@ -12,11 +12,10 @@ namespace {
 
 cudaStream_t as_cuda(zcx_stream_t s) { return static_cast<cudaStream_t>(s); }
 
+// The shim's cuda_check words the failure; the tool passes its text on.
 bool cuda_ok(cudaError_t e, const char* what, std::string* error) {
-  if (e == cudaSuccess) return true;
-  const CudaApi* api = cuda_shim();
-  *error = std::string(what) + " failed: " + api->get_error_name(e) + " (" +
-           api->get_error_string(e) + ")";
+  if (cuda_check(e, what) == Status::kSuccess) return true;
+  *error = last_error();
   return false;
 }
 
