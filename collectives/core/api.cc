@@ -39,6 +39,10 @@ Status check_comm(zcx_comm* c) {
   return Status::kSuccess;
 }
 
+// Before a host-side use of the communicator: no asynchronous stream-ordered call in flight
+// (its progress thread drives the communicator meanwhile). Its failure, if any, is returned.
+Status host_turn(zcx_comm* c) { return c->gpu ? c->gpu->quiesce() : Status::kSuccess; }
+
 Status check_args(zcx_comm* c, const OpArgs& a) {
   ZCX_TRY(check_comm(c));
   size_t es = dtype_bytes(a.dtype);
@@ -63,7 +67,7 @@ Status check_args(zcx_comm* c, const OpArgs& a) {
 }
 
 // A call with a CUDA stream (gpu_runner.h): device buffers, ordered after the stream's
-// earlier work, complete when it returns.
+// earlier work; queued (asynchronous) or complete when it returns (ZCX_GPU_ASYNC=0).
 Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
   ZCX_CHECK_ARG(req == nullptr, kLogColl,
                 "%s: the request forms take host buffers; with a CUDA stream use the blocking "
@@ -80,6 +84,7 @@ Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_r
 Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
   ZCX_TRY(check_args(c, a));
   if (stream != nullptr) return post_stream(c, a, stream, req);
+  ZCX_TRY(host_turn(c));
   if (req == nullptr) return c->comm->run(a);
   std::shared_ptr<Op> op;
   ZCX_TRY(c->comm->post(a, &op));
@@ -94,6 +99,7 @@ Status post_p2p(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_requ
                      "send/recv with a CUDA stream are not available yet: pass a NULL stream "
                      "with host buffers");
   ZCX_CHECK_ARG(a.count == 0 || a.sendbuf || a.recvbuf, kLogColl, "NULL buffer");
+  ZCX_TRY(host_turn(c));
   if (t_group.depth > 0 && req == nullptr) {
     if (t_group.comm && t_group.comm != c)
       return t_group.error = set_error(Status::kInvalidUsage, kLogColl,
@@ -180,6 +186,7 @@ ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_com
     ZCX_CHECK_ARG(color >= 0 || color == ZCX_SPLIT_NOCOLOR, kLogColl, "split color %d", color);
     (void)config;
     std::unique_ptr<Comm> sub;
+    ZCX_TRY(host_turn(comm));
     ZCX_TRY(comm->comm->split(color, key, &sub));
     *newcomm = nullptr;
     if (sub) *newcomm = new zcx_comm{nullptr, std::move(sub)};
@@ -191,13 +198,16 @@ ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm) {
   if (!comm) return ZCX_ERR_INVALID_ARG;
   // Operations still queued own buffers the transport may write: finish them first. Failed
   // ones stay owned by the communicator until its context closes.
+  Status gpu = comm->comm ? host_turn(comm) : Status::kSuccess;
+  if (comm->gpu) comm->gpu->stop();
   zcx_status_t st = comm->comm ? to_c(comm->comm->drain()) : ZCX_SUCCESS;
   delete comm;
-  return st;
+  return st != ZCX_SUCCESS ? st : to_c(gpu);
 }
 
 ZCX_API zcx_status_t zcx_comm_abort(zcx_comm_t comm) {
   if (!comm) return ZCX_ERR_INVALID_ARG;
+  if (comm->gpu) comm->gpu->stop();  // ends a stream-ordered call in flight
   if (comm->comm) comm->comm->abort();
   delete comm;
   return ZCX_SUCCESS;
@@ -217,7 +227,7 @@ ZCX_API zcx_status_t zcx_comm_nranks(zcx_comm_t comm, int* nranks) {
 
 ZCX_API zcx_status_t zcx_comm_get_async_error(zcx_comm_t comm, zcx_status_t* error) {
   if (!comm || !error) return ZCX_ERR_INVALID_ARG;
-  *error = to_c(comm->comm->async_error());
+  *error = to_c(comm->gpu ? comm->gpu->async_error(*comm->comm) : comm->comm->async_error());
   return ZCX_SUCCESS;
 }
 
@@ -374,11 +384,14 @@ ZCX_API zcx_status_t zcx_group_end(void) {
     if (g.error != Status::kSuccess) return g.error;
     if (g.calls.empty()) return Status::kSuccess;
     std::shared_ptr<Op> op;
+    ZCX_TRY(host_turn(g.comm));
     ZCX_TRY(g.comm->comm->post_group(g.calls, &op));
     return g.comm->comm->wait(*op);
   });
 }
 
+// A request is a host operation: an asynchronous stream-ordered call drains every one before
+// its progress thread takes the communicator (GpuAsync::submit), so these never race it.
 ZCX_API zcx_status_t zcx_coll_test(zcx_coll_request_t req, int* done) {
   if (!req || !done) return ZCX_ERR_INVALID_ARG;
   bool finished = false;

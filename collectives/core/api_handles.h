@@ -13,6 +13,10 @@ struct zcx_comm {
   // destroyed after it (its schedules' scratch pools are shared, its stream is not).
   std::unique_ptr<zcx::coll::GpuRunner> gpu;
   std::unique_ptr<zcx::coll::Comm> comm;
+  // The runner's progress thread drives comm: it stops first.
+  ~zcx_comm() {
+    if (gpu) gpu->stop();
+  }
 };
 
 struct zcx_coll_request {

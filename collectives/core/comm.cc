@@ -324,15 +324,24 @@ bool avg_target(const OpArgs& a, int rank, void** buf, size_t* count) {
   return true;
 }
 
-Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
+Status Comm::prepare(const OpArgs& args, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
   refresh_tuning();
   auto op = std::make_shared<Op>(args.dtype, args.op);
   ZCX_TRY(plan(args, op.get()));
   (void)avg_target(args, rank_, &op->avg_buf, &op->avg_count);
-  queue_.push_back(op);
-  *out = op;
+  *out = std::move(op);
+  return Status::kSuccess;
+}
+
+void Comm::enqueue(std::shared_ptr<Op> op) {
+  queue_.push_back(std::move(op));
   (void)progress();  // start at once; failures are reported by test/wait
+}
+
+Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
+  ZCX_TRY(prepare(args, out));
+  enqueue(*out);
   return Status::kSuccess;
 }
 

@@ -129,6 +129,11 @@ class Comm final : public PeerLinks {
   Status run(const OpArgs& args);
   // Plans (selects the algorithm, builds the schedule) and queues one operation.
   Status post(const OpArgs& args, std::shared_ptr<Op>* op);
+  // post in two steps: plan now (scratch is taken here), queue later (possibly on another
+  // thread, while this one no longer touches the communicator: GpuRunner's asynchronous
+  // calls plan on the caller's thread and run on the runner's).
+  Status prepare(const OpArgs& args, std::shared_ptr<Op>* op);
+  void enqueue(std::shared_ptr<Op> op);
   // Queues point-to-point calls as one operation (a group).
   Status post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* op);
   Status test(Op& op, bool* done);

@@ -7,6 +7,7 @@
 #include "common/config_vars.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "core/gpu_async.h"
 #include "zcx/config.h"
 
 #if ZCX_HAVE_CUDA
@@ -120,12 +121,14 @@ struct GpuRunner::Impl {
   cudaEvent_t queued = nullptr;   // recorded on the user's stream at each call
   DeviceIo io;
   std::shared_ptr<ScratchPool> scratch;
+  std::unique_ptr<GpuAsync> async;  // ZCX_GPU_ASYNC: the progress thread
 
   ~Impl();
   Status wait_for(cudaStream_t user) const;
 };
 
 GpuRunner::Impl::~Impl() {
+  async.reset();  // its thread uses the stream and pools below
   CudaDeviceGuard guard(device);
   if (queued != nullptr) (void)cuda_shim()->event_destroy(queued);
   if (stream != nullptr) (void)cuda_shim()->stream_destroy(stream);
@@ -169,8 +172,10 @@ Status GpuRunner::create(int device, std::unique_ptr<GpuRunner>* out) {
   impl->io.stream = impl->stream;
   impl->io.pinned = std::make_shared<ScratchPool>(pinned_memory());
   impl->scratch = std::make_shared<ScratchPool>(device_memory(device));
-  ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s)", device,
-           impl->staging ? "staged through pinned host memory" : "cuda_ipc where it reaches");
+  if (gpu_async_enabled()) ZCX_TRY(GpuAsync::create(device, &impl->async));
+  ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s, %s)", device,
+           impl->staging ? "staged through pinned host memory" : "cuda_ipc where it reaches",
+           impl->async ? "asynchronous" : "synchronous");
   out->reset(new GpuRunner(std::move(impl)));
   return Status::kSuccess;
 }
@@ -178,10 +183,20 @@ Status GpuRunner::create(int device, std::unique_ptr<GpuRunner>* out) {
 Status GpuRunner::run(Comm& comm, const OpArgs& a, void* stream) {
   CudaDeviceGuard guard(impl_->device);  // kernels, copies and allocations of this call
   ZCX_TRY(guard.status());
-  ZCX_TRY(impl_->wait_for(static_cast<cudaStream_t>(stream)));
   OpArgs d = a;
   d.device = impl_->device;
+  if (impl_->async) return impl_->async->submit(comm, d, stream, impl_->io.pinned);
+  ZCX_TRY(impl_->wait_for(static_cast<cudaStream_t>(stream)));
   return comm.run(d);
+}
+
+Status GpuRunner::quiesce() { return impl_->async ? impl_->async->quiesce() : Status::kSuccess; }
+Status GpuRunner::async_error(const Comm& comm) const {
+  return impl_->async ? impl_->async->error(comm) : comm.async_error();
+}
+void GpuRunner::stop() {
+  if (impl_->async) impl_->async->abort();
+  impl_->async.reset();
 }
 
 int GpuRunner::device() const { return impl_->device; }
@@ -211,6 +226,9 @@ Status GpuRunner::create(int, std::unique_ptr<GpuRunner>*) {
 int GpuRunner::device() const { return -1; }
 bool GpuRunner::staging() const { return gpu_staging.get(); }
 Status GpuRunner::run(Comm&, const OpArgs&, void*) { return Status::kUnsupported; }
+Status GpuRunner::quiesce() { return Status::kSuccess; }
+Status GpuRunner::async_error(const Comm& comm) const { return comm.async_error(); }
+void GpuRunner::stop() {}
 const DeviceIo* GpuRunner::io() const { return nullptr; }
 std::shared_ptr<ScratchPool> GpuRunner::device_scratch() const { return nullptr; }
 Status GpuRunner::finalize_avg(zcx_dtype_t, void*, size_t, int) { return Status::kUnsupported; }

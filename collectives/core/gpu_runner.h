@@ -1,15 +1,16 @@
-// Stream-ordered (GPU) collectives of one communicator. A call that passes a CUDA stream
-// records an event on that stream, waits for it (the work queued before the call has then
-// finished: the operation reads what that work wrote), runs the operation on device buffers
-// to completion, and returns. Work queued on the stream after the call therefore sees the
-// result. The call is not asynchronous to the host: see docs/ARCHITECTURE.md, "GPU
-// collectives", for the stream hold that was tried first and deadlocked on an H200.
+// Stream-ordered (GPU) collectives of one communicator. By default a call that passes a CUDA
+// stream is asynchronous, as NCCL's are: it returns once the operation is queued behind the
+// stream's earlier work, the stream waits (zcx_stream_wait) until a progress thread has run
+// it, and work queued after the call sees the result (core/gpu_async.h). With
+// ZCX_GPU_ASYNC=0 the call records an event on the stream, waits for it, runs the operation
+// to completion and returns. See docs/ARCHITECTURE.md, "GPU collectives", for the stream
+// hold that was tried first and deadlocked on an H200.
 //
-// While the operation runs, nothing of zcx holds the user's stream or any other, so CUDA
-// calls that wait for the whole device (cudaMalloc, cudaFree, module loads) cannot wait on
-// zcx itself. The runner owns what the device schedules need: a non-blocking CUDA stream
-// for their copies and reduction kernels, device scratch, and pinned bounce buffers for
-// transfers staged through host memory.
+// No CUDA call of zcx that can wait for the whole device (cudaMalloc, cudaMallocHost, module
+// loads) runs while a stream waits for zcx: such waits would then wait on zcx itself. The
+// runner owns what the device schedules need: a non-blocking CUDA stream for their copies
+// and reduction kernels, device scratch, and pinned bounce buffers for transfers staged
+// through host memory.
 #pragma once
 
 #include "algorithms/algorithms.h"
@@ -22,6 +23,7 @@
 namespace zcx::coll {
 
 class Comm;
+class GpuAsync;
 
 // The CUDA device of a call's buffers (*device: -1 when no call set it yet), checked: every
 // non-NULL buffer must be device memory of one device, large enough for the call.
@@ -39,8 +41,18 @@ class GpuRunner {
   // ZCX_GPU_STAGING, read at create: transfers through pinned host memory even where
   // cuda_ipc reaches the peer.
   bool staging() const;
-  // Waits for the work queued on `stream` before the call, then runs `a` on `comm`.
+  // Runs `a` on `comm` after the work queued on `stream` so far: queued for the progress
+  // thread (asynchronous), or to completion (ZCX_GPU_ASYNC=0, read at create).
   Status run(Comm& comm, const OpArgs& a, void* stream);
+  // Waits until no asynchronous call is in flight: every host-side use of the communicator
+  // (a call without a stream, a request's test, split, destroy) comes after this. Returns the
+  // first failure of an asynchronous call, sticky.
+  Status quiesce();
+  // That failure without waiting, else comm's own while no call is in flight (kSuccess).
+  Status async_error(const Comm& comm) const;
+  // Ends an asynchronous call in flight promptly, then stops the progress thread. Before the
+  // communicator is destroyed: the thread drives it.
+  void stop();
 
   const DeviceIo* io() const;
   std::shared_ptr<ScratchPool> device_scratch() const;

@@ -7,9 +7,12 @@
 #   4. ctest -L gpu: device reduction kernels bit-identical to the CPU reference for every
 #      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc and
 #      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified; stream-ordered
-#      collectives on device buffers (coll_gpu_test), over cuda_ipc and staged
+#      collectives on device buffers (coll_gpu_test), over cuda_ipc and staged,
+#      asynchronous (the default); the asynchronous calls' own cases (coll_gpu_async_test)
+#   4b. coll_gpu_test once more with ZCX_GPU_ASYNC=0 (the synchronous fallback)
 #   5. zcx-perf coll allreduce --device gpu (device buffers, stream-ordered calls, every
-#      result checked): 2 and 4 ranks over cuda_ipc, 2 ranks with ZCX_GPU_STAGING=1
+#      result checked): 2 and 4 ranks over cuda_ipc, 2 ranks with ZCX_GPU_STAGING=1, 2 ranks
+#      with ZCX_GPU_ASYNC=0
 # Steps 3-5 each run to their time limit and a failure is reported at the end, so one
 # broken step does not hide the others' results.
 # Exit codes: 0 pass, 1 fail, 77 skipped (no GPU or no toolchain here).
@@ -53,7 +56,7 @@ timeout 300 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebI
   -DZCX_WERROR="${WERROR:-ON}" "${prefix[@]}" -DZCX_WITH_TESTS=ON -DZCX_WITH_CUDA=ON -DZCX_WITH_MPI=OFF >"$build.cmake.log" 2>&1 ||
   { tail -30 "$build.cmake.log"; fail "cmake"; }
 timeout -s KILL 900 cmake --build "$build" -j "$jobs" --target zcx zcx-info zcx_gpu_reduce_test \
-  zcx_gpu_cuda_ipc_test zcx_gpu_coll_test zcx-gpu-bench zcx-run zcx-perf || fail "build"
+  zcx_gpu_cuda_ipc_test zcx_gpu_coll_test zcx_gpu_coll_async_test zcx-gpu-bench zcx-run zcx-perf || fail "build"
 if timeout 30 ldd "$build"/transport/libzcx.so | grep -E "libcuda|libcudart"; then
   fail "libzcx.so links the CUDA driver or runtime"
 fi
@@ -83,12 +86,22 @@ if grep -q "SKIPPED \] needs" "$log"; then
   note_failure "a GPU test skipped on a GPU machine"
 fi
 
+step "coll_gpu_test with ZCX_GPU_ASYNC=0"
+ZCX_GPU_ASYNC=0 timeout -s KILL 90 "$build"/tests/gpu/zcx_gpu_coll_test >"$build/coll-gpu-sync.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
+  grep -E "FAIL|rank [0-9]" "$build/coll-gpu-sync.log" | head -20
+  note_failure "coll_gpu_test, ZCX_GPU_ASYNC=0 (exit $rc)"
+fi
+grep -E "^\[( +OK|  FAILED|  PASSED) " "$build/coll-gpu-sync.log"
+
 step "zcx-perf coll allreduce on device buffers (--device gpu, 16 B..256 MiB)"
-# perf_gpu NP STAGING ITERS WARMUP: one zcx-run job; zcx-run stops the ranks at 40 s (exit
-# 124), timeout kills everything at 45 s. A wrong element fails the run (exit 1).
+# perf_gpu NP STAGING ITERS WARMUP [ASYNC]: one zcx-run job; zcx-run stops the ranks at 40 s
+# (exit 124), timeout kills everything at 45 s. A wrong element fails the run (exit 1).
 perf_gpu() {
   local np=$1 mode=cuda_ipc envs=(-u ZCX_GPU_STAGING)
   [ "$2" = 1 ] && mode=staging envs=(ZCX_GPU_STAGING=1)
+  [ "${5:-1}" = 0 ] && mode=$mode-sync envs+=(ZCX_GPU_ASYNC=0)
   echo "-- $np ranks, $mode"
   timeout -s KILL 45 env "${envs[@]}" "$build"/tools/run/zcx-run -np "$np" \
     --timeout 40 -- "$build"/tools/perf/zcx-perf coll allreduce --device gpu -b 16 -e 256M \
@@ -98,6 +111,7 @@ perf_gpu() {
 perf_gpu 2 0 10 2
 perf_gpu 4 0 10 2
 perf_gpu 2 1 5 1
+perf_gpu 2 0 10 2 0
 
 step "done"
 [ ${#failures[@]} -eq 0 ] || { printf 'gpu/run.sh: FAIL: %s\n' "${failures[@]}"; exit 1; }

@@ -6,13 +6,17 @@
  *
  * Buffers: every operation takes a zcx_stream_t. NULL: host buffers, the call runs as
  * described below. A cudaStream_t (in a build with CUDA, where a driver is present): device
- * buffers (cudaMalloc/cuMemCreate, one device per communicator), blocking forms only. The
- * call waits for the work queued on that stream before it (an event), runs the operation,
- * and returns once the result is in place, so work queued on the stream afterwards sees
- * it. (Unlike NCCL, the call is not asynchronous to the host in this version.) Reductions
- * run as CUDA kernels; data moves over cuda_ipc between ranks of one host, else through
- * pinned host memory over the host providers (ZCX_GPU_STAGING=1 forces that). The request
- * forms, send/recv and groups take host buffers only (a stream there is refused).
+ * buffers (cudaMalloc/cuMemCreate, one device per communicator), blocking forms only. As
+ * in NCCL the call is asynchronous to the host: it returns once the operation is queued
+ * behind the work already on that stream, and work queued on the stream afterwards sees
+ * the result (a communicator's progress thread runs it; the stream waits for it, at most
+ * ZCX_GPU_STREAM_TIMEOUT). One such call is in flight per communicator: the next call, and
+ * any call without a stream on the same communicator, first waits for it. A failure shows
+ * in zcx_comm_get_async_error and at the next call. ZCX_GPU_ASYNC=0: the call waits for the
+ * stream's earlier work, runs the operation and returns with the result in place.
+ * Reductions run as CUDA kernels; data moves over cuda_ipc between ranks of one host, else
+ * through pinned host memory over the host providers (ZCX_GPU_STAGING=1 forces that). The
+ * request forms, send/recv and groups take host buffers only (a stream there is refused).
  *
  * Blocking forms return when this rank's part is complete. The zcx_coll_i* forms return a
  * request; zcx_coll_test / zcx_coll_wait finish it. Operations on one communicator complete

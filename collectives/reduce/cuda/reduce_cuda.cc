@@ -24,6 +24,7 @@ struct Module {
   CUmodule module = nullptr;
   CUfunction reduce[ZCX_DTYPE_COUNT][4] = {};
   CUfunction avg[ZCX_DTYPE_COUNT] = {};
+  CUfunction stream_wait = nullptr;
 };
 
 Status load_functions(const CudaApi* api, Module* m) {
@@ -37,6 +38,7 @@ Status load_functions(const CudaApi* api, Module* m) {
     std::snprintf(name, sizeof name, "zcx_avg_%s", dn);
     ZCX_CUCHECK(api->cu_module_get_function(&m->avg[d], m->module, name));
   }
+  ZCX_CUCHECK(api->cu_module_get_function(&m->stream_wait, m->module, "zcx_stream_wait"));
   return Status::kSuccess;
 }
 
@@ -123,6 +125,21 @@ Status finalize_avg_async(zcx_dtype_t dtype, void* buf, size_t n, int nranks,
   ZCX_TRY(module_for_current_context(&m));
   void* args[] = {&buf, &n, &nranks};
   return launch(m->avg[dtype], n, args, stream);
+}
+
+Status load_kernels() {
+  const Module* m = nullptr;
+  return module_for_current_context(&m);
+}
+
+Status stream_wait_async(const uint32_t* flag, uint32_t ticket, uint64_t bound_ns,
+                         uint32_t* timed_out, cudaStream_t stream) {
+  const Module* m = nullptr;
+  ZCX_TRY(module_for_current_context(&m));
+  void* args[] = {&flag, &ticket, &bound_ns, &timed_out};
+  return cu_check(cuda_shim()->cu_launch_kernel(m->stream_wait, 1, 1, 1, 1, 1, 1, 0,
+                                                reinterpret_cast<CUstream>(stream), args, nullptr),
+                  "cuLaunchKernel(zcx_stream_wait)");
 }
 
 }  // namespace zcx::coll::cuda

@@ -122,3 +122,6 @@ ZCX_DTYPE_KERNELS(float16, zcx::coll::cuda::Half)
 ZCX_DTYPE_KERNELS(bfloat16, zcx::coll::cuda::BHalf)
 ZCX_DTYPE_KERNELS(float32, float)
 ZCX_DTYPE_KERNELS(float64, double)
+
+// Not a reduction, but the same module: the stream wait of asynchronous calls.
+#include "stream_wait_device.cuh"

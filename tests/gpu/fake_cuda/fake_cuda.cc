@@ -1,18 +1,15 @@
 // A simulated CUDA driver + runtime for machines without a GPU, loaded in place of libcuda
 // and libcudart through ZCX_CUDA_DRIVER_LIBRARY / ZCX_CUDA_RUNTIME_LIBRARY. It lets the CPU
 // CI run the stream-ordered collectives' own logic: the wait for a stream's earlier work,
-// staged transfers, ordering against work queued before and after a call, device avg. It is not a GPU: "device" memory is host memory, each stream is one worker
-// thread that runs its copies, memsets, kernels and event records in order, and the zcx
-// reduction kernels run as the CPU scalar reference. Allocation, free and
+// the stream wait of asynchronous calls, staged transfers, ordering against work queued
+// before and after a call, device avg. It is not a GPU: "device" memory is host memory,
+// each stream is one worker thread that runs its copies, memsets, kernels and event records
+// in order, and zcx's kernels run on the CPU (fake_cuda_kernels.cc). Allocation, free and
 // cudaDeviceSynchronize wait for every stream, as on a GPU. Legacy CUDA IPC works between
 // processes of one host: cudaMalloc memory is a memfd mapping, its handle names the owner's
 // pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so the cuda_ipc provider's
 // protocol runs, over host memory). VMM (cuMem*) calls fail with CUDA_ERROR_NOT_SUPPORTED.
-#include "reduce/reduce.h"
-#include "reduce/reduce_elem.h"
-
-#include <cuda.h>
-#include <cuda_runtime_api.h>
+#include "fake_cuda.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -30,8 +27,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#define FAKE_API extern "C" __attribute__((visibility("default")))
 
 namespace {
 
@@ -128,31 +123,23 @@ void sync_device() {
   for (Stream* s : all) s->sync();
 }
 
+}  // namespace
+
 // The legacy default stream (NULL) runs work at once, on the calling thread.
-void enqueue(cudaStream_t s, std::function<void()> fn) {
+void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn) {
   if (s == nullptr) fn();
   else reinterpret_cast<Stream*>(s)->push(std::move(fn));
 }
+
+namespace {
+void enqueue(cudaStream_t s, std::function<void()> fn) { fake_cuda_enqueue(s, std::move(fn)); }
 
 struct Event {
   std::mutex mu;
   uint64_t recorded = 0, reached = 0;
 };
 
-// Kernels by name: zcx_reduce_<dtype>_<op> and zcx_avg_<dtype>.
-struct Kernel {
-  bool avg = false;
-  int dtype = 0, op = 0;
-};
-Kernel g_kernels[ZCX_DTYPE_COUNT][5];
-zcx::coll::KernelTable g_table;
-
 thread_local bool t_context = false;  // a runtime call made the primary context current
-
-const char* const kDtypeNames[ZCX_DTYPE_COUNT] = {"int8",    "uint8",    "int32",   "uint32",
-                                                  "int64",   "uint64",   "float16", "bfloat16",
-                                                  "float32", "float64"};
-const char* const kOpNames[4] = {"sum", "prod", "min", "max"};
 
 }  // namespace
 
@@ -172,51 +159,6 @@ FAKE_API CUresult cuDriverGetVersion(int* v) {
 }
 FAKE_API CUresult cuCtxGetCurrent(CUcontext* c) {
   *c = t_context ? reinterpret_cast<CUcontext>(&t_context) : nullptr;
-  return CUDA_SUCCESS;
-}
-FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void*) {
-  zcx::coll::fill_scalar_kernels(g_table);
-  *m = reinterpret_cast<CUmodule>(&g_table);
-  return CUDA_SUCCESS;
-}
-FAKE_API CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
-FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
-  char want[64];
-  for (int d = 0; d < ZCX_DTYPE_COUNT; ++d) {
-    for (int o = 0; o < 4; ++o) {
-      std::snprintf(want, sizeof want, "zcx_reduce_%s_%s", kDtypeNames[d], kOpNames[o]);
-      if (std::strcmp(want, name) != 0) continue;
-      g_kernels[d][o] = Kernel{false, d, o};
-      *f = reinterpret_cast<CUfunction>(&g_kernels[d][o]);
-      return CUDA_SUCCESS;
-    }
-    std::snprintf(want, sizeof want, "zcx_avg_%s", kDtypeNames[d]);
-    if (std::strcmp(want, name) != 0) continue;
-    g_kernels[d][4] = Kernel{true, d, 0};
-    *f = reinterpret_cast<CUfunction>(&g_kernels[d][4]);
-    return CUDA_SUCCESS;
-  }
-  return CUDA_ERROR_NOT_FOUND;
-}
-FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                 unsigned, unsigned, CUstream s, void** p, void**) {
-  const Kernel k = *reinterpret_cast<Kernel*>(f);
-  auto stream = reinterpret_cast<cudaStream_t>(s);
-  if (k.avg) {
-    void* buf = *static_cast<void**>(p[0]);
-    size_t n = *static_cast<size_t*>(p[1]);
-    int nranks = *static_cast<int*>(p[2]);
-    enqueue(stream, [=] {
-      zcx::coll::divide_by_ranks(static_cast<zcx_dtype_t>(k.dtype), buf, n, nranks);
-    });
-    return CUDA_SUCCESS;
-  }
-  void* out = *static_cast<void**>(p[0]);
-  const void* a = *static_cast<const void**>(p[1]);
-  const void* b = *static_cast<const void**>(p[2]);
-  size_t n = *static_cast<size_t*>(p[3]);
-  zcx::coll::ReduceFn fn = g_table[k.dtype][k.op];
-  enqueue(stream, [=] { fn(out, a, b, n); });
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {

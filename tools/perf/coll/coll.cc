@@ -119,12 +119,15 @@ void apply_overrides(const CollOptions& o) {
   if (!o.algo.empty()) setenv("ZCX_ALGO", o.algo.c_str(), 1);
 }
 
-// --device: "host", or the GPU with ZCX_GPU_STAGING when it is set.
+// --device: "host", or the GPU with ZCX_GPU_STAGING and ZCX_GPU_ASYNC where set.
 std::string describe_device(const CollOptions& o, const Device& device) {
   if (!o.gpu) return "host";
-  const char* staging = std::getenv("ZCX_GPU_STAGING");
-  return "gpu: " + device.description() +
-         (staging && *staging ? std::string(", ZCX_GPU_STAGING=") + staging : "");
+  std::string out = "gpu: " + device.description();
+  for (const char* name : {"ZCX_GPU_STAGING", "ZCX_GPU_ASYNC"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) out += std::string(", ") + name + "=" + v;
+  }
+  return out;
 }
 
 int run(const CollOptions& o, const std::vector<std::string>& args) {

@@ -1,0 +1,278 @@
+// The progress thread of asynchronous stream-ordered calls (gpu_async.h).
+#include "core/gpu_async.h"
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/config_vars.h"
+#include "common/log.h"
+#include "core/comm.h"
+#include "zcx/config.h"
+
+#if ZCX_HAVE_CUDA
+#include "common/dl/cuda_shim.h"
+#include "reduce/cuda/reduce_cuda.h"
+#endif
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace zcx::coll {
+namespace {
+
+const config::BoolParam gpu_async{
+    "ZCX_GPU_ASYNC", true,
+    "Stream-ordered (GPU) collectives return once queued behind the stream's work, and a "
+    "progress thread runs them (as NCCL's do). 0: each call waits for the stream's earlier "
+    "work, runs the operation, and returns when the result is in place."};
+const config::DoubleParam gpu_stream_timeout{
+    "ZCX_GPU_STREAM_TIMEOUT", 0.0,
+    "Seconds an asynchronous stream-ordered call may hold its stream before the stream goes "
+    "on without the result (the call then fails at the next one). 0: ZCX_TIMEOUT + 30."};
+
+}  // namespace
+
+bool gpu_async_enabled() { return gpu_async.get(); }
+
+#if ZCX_HAVE_CUDA
+
+namespace {
+
+uint64_t stream_bound_ns() {
+  const double s = gpu_stream_timeout.get();
+  const int64_t ms = s > 0 ? static_cast<int64_t>(s * 1000) : params::timeout_ms() + 30000;
+  return static_cast<uint64_t>(ms) * 1000000;
+}
+
+}  // namespace
+
+struct GpuAsync::Impl {
+  int device = -1;
+  cudaEvent_t input = nullptr;   // recorded on the user's stream at each call
+  uint32_t* words = nullptr;     // pinned: [0] the ticket posted, [1] a ticket the wait gave up on
+  uint32_t ticket = 0;           // the last ticket handed out
+  std::atomic<bool> aborting{false};
+  std::atomic<int> failed{0};    // a Status, readable without the lock
+
+  std::mutex mu;                 // guards the fields below
+  std::condition_variable cv;
+  Comm* comm = nullptr;
+  std::shared_ptr<Op> op;        // the call in flight (set: the thread owns comm)
+  bool stop = false;
+  std::string failure;           // the message of `failed`
+  std::thread thread;
+
+  ~Impl();
+  void loop();
+  Status run_one(Comm& c, const std::shared_ptr<Op>& o);
+  Status wait_input();
+  Status drive(Comm& c, Op& o);
+  void fail(Status st, std::string message);
+  void post(uint32_t t) { __atomic_store_n(&words[0], t, __ATOMIC_RELEASE); }
+  Status check_wait(const std::string& then) const;  // then: what followed, or ""
+};
+
+GpuAsync::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  aborting = true;
+  cv.notify_all();
+  if (thread.joinable()) thread.join();
+  CudaDeviceGuard guard(device);
+  if (input != nullptr) (void)cuda_shim()->event_destroy(input);
+  if (words != nullptr) (void)cuda_shim()->host_free(words);
+}
+
+void GpuAsync::Impl::fail(Status st, std::string message) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (failed.load() != 0) return;
+  failure = std::move(message);
+  failed = static_cast<int>(st);
+}
+
+void GpuAsync::Impl::loop() {
+  // cudaSetDevice, not a guard: it also makes the device's primary context current on this
+  // new thread, which the kernel launches (cuCtxGetCurrent) need.
+  const Status on_device = cuda_check(cuda_shim()->set_device(device), "cudaSetDevice");
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    cv.wait(lock, [&] { return stop || op != nullptr; });
+    if (op == nullptr) return;
+    std::shared_ptr<Op> o = op;
+    Comm* c = comm;
+    const uint32_t t = ticket;
+    lock.unlock();
+    Status st = on_device;
+    if (st == Status::kSuccess) st = run_one(*c, o);
+    else c->abort();  // planned, never queued: this rank left the peers' sequence
+    if (st != Status::kSuccess) fail(st, last_error());
+    post(t);  // the stream goes on, with the result or after a failure that is now sticky
+    lock.lock();
+    op.reset();
+    cv.notify_all();
+  }
+}
+
+Status GpuAsync::Impl::run_one(Comm& c, const std::shared_ptr<Op>& o) {
+  Status st = wait_input();
+  if (st != Status::kSuccess) {
+    c.abort();  // planned, never queued: this rank left the peers' sequence
+    return st;
+  }
+  c.enqueue(o);
+  return drive(c, *o);
+}
+
+// The user's work queued before the call. Its own duration is not a fault (see
+// GpuRunner::Impl::wait_for); past ZCX_TIMEOUT it says once what it waits for.
+Status GpuAsync::Impl::wait_input() {
+  const int64_t start = now_ns(), warn_at = start + params::timeout_ms() * 1000000;
+  WaitPacer pacer;
+  for (bool warned = false;;) {
+    if (aborting) return set_error(Status::kAborted, kLogColl, "stream-ordered call aborted");
+    cudaError_t e = cuda_shim()->event_query(input);
+    if (e == cudaSuccess) return Status::kSuccess;
+    if (e != cudaErrorNotReady) return cuda_check(e, "cudaEventQuery (the call's stream)");
+    pacer.pause([start] { return start; });
+    if (warned || now_ns() < warn_at) continue;
+    warned = true;
+    ZCX_WARN(kLogColl, "an asynchronous stream-ordered call still waits, after ZCX_TIMEOUT, "
+             "for the work queued on its stream before it");
+  }
+}
+
+// Comm::wait's loop, with abort checked at every round.
+Status GpuAsync::Impl::drive(Comm& c, Op& o) {
+  WaitPacer pacer;
+  for (;;) {
+    if (aborting) {
+      c.abort();
+      return set_error(Status::kAborted, kLogColl, "stream-ordered call aborted");
+    }
+    bool done = false;
+    ZCX_TRY(c.test(o, &done));
+    if (done) return Status::kSuccess;
+    pacer.pause([&o] { return o.exec ? o.exec->last_progress_ns() : now_ns(); });
+  }
+}
+
+Status GpuAsync::Impl::check_wait(const std::string& then) const {
+  const uint32_t gave_up = __atomic_load_n(&words[1], __ATOMIC_ACQUIRE);
+  if (gave_up == 0) return Status::kSuccess;
+  return set_error(Status::kTimeout, kLogColl,
+                   "stream-ordered call %u held its stream for ZCX_GPU_STREAM_TIMEOUT (%.1f s) "
+                   "without finishing; the stream went on without its result%s", gave_up,
+                   static_cast<double>(stream_bound_ns()) / 1e9, then.c_str());
+}
+
+GpuAsync::GpuAsync(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuAsync::~GpuAsync() = default;
+
+Status GpuAsync::create(int device, std::unique_ptr<GpuAsync>* out) {
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  const CudaApi* api = cuda_shim();
+  ZCX_CUDACHECK(api->event_create_with_flags(&impl->input, cudaEventDisableTiming));
+  void* words = nullptr;
+  ZCX_CUDACHECK(api->host_alloc(&words, 2 * sizeof(uint32_t)));
+  impl->words = static_cast<uint32_t*>(words);
+  impl->words[0] = impl->words[1] = 0;
+  ZCX_TRY(cuda::load_kernels());  // a module load may wait for the device: not while holding
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->loop(); });
+  out->reset(new GpuAsync(std::move(impl)));
+  return Status::kSuccess;
+}
+
+Status GpuAsync::quiesce() {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.cv.wait(lock, [&] { return m.op == nullptr; });
+  // A stream that went on without a result says so first: its later work read wrong data.
+  const std::string then = m.failure.empty() ? "" : "; the call then failed: " + m.failure;
+  if (m.check_wait(then) != Status::kSuccess) return Status::kTimeout;
+  if (m.failed.load() != 0)
+    return set_error(static_cast<Status>(m.failed.load()), kLogColl, "%s", m.failure.c_str());
+  return Status::kSuccess;
+}
+
+Status GpuAsync::error(const Comm& comm) const {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.failed.load() != 0) return static_cast<Status>(m.failed.load());
+  if (__atomic_load_n(&m.words[1], __ATOMIC_ACQUIRE) != 0) return Status::kTimeout;
+  return m.op == nullptr ? comm.async_error() : Status::kSuccess;
+}
+
+void GpuAsync::abort() {
+  impl_->aborting = true;
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->op == nullptr; });
+}
+
+namespace {
+
+// What the operation's transfers need, made on the caller's thread: their data endpoints
+// (connecting cuda_ipc makes CUDA calls) and, for staged ones, pinned bounce buffers, taken
+// from the pool and given back so that the executor's takes on the progress thread find them
+// (the pool keeps every block; its best fit serves any subset of these sizes).
+Status provision(Comm& comm, const Op& op, const std::shared_ptr<ScratchPool>& pinned) {
+  std::vector<ScratchBlock> blocks;
+  for (const Task& t : op.sched.tasks()) {
+    if ((t.kind != TaskKind::kSend && t.kind != TaskKind::kRecv) || t.bytes == 0) continue;
+    Endpoint* ep = nullptr;
+    bool staged = false;
+    ZCX_TRY(comm.data_endpoint(t.peer, &ep, &staged));
+    if (staged) blocks.emplace_back(pinned, t.bytes);
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user,
+                        const std::shared_ptr<ScratchPool>& pinned) {
+  Impl& m = *impl_;
+  ZCX_TRY(quiesce());
+  ZCX_TRY(comm.drain());  // request-form operations run on this thread: finish them first
+  std::shared_ptr<Op> op;
+  ZCX_TRY(comm.prepare(a, &op));
+  ZCX_TRY(provision(comm, *op, pinned));
+  const CudaApi* api = cuda_shim();
+  auto stream = static_cast<cudaStream_t>(user);
+  Status st = cuda_check(api->event_record(m.input, stream), "cudaEventRecord (the call's stream)");
+  const uint32_t t = m.ticket + 1 == 0 ? 1 : m.ticket + 1;  // 0 stays "none" in words[1]
+  if (st == Status::kSuccess)
+    st = cuda::stream_wait_async(m.words, t, stream_bound_ns(), m.words + 1, stream);
+  if (st != Status::kSuccess) {  // planned, never run: this rank left the peers' sequence
+    comm.abort();
+    m.fail(st, last_error());
+    return st;
+  }
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.ticket = t, m.comm = &comm, m.op = std::move(op);
+  m.cv.notify_all();
+  return Status::kSuccess;
+}
+
+#else  // no CUDA: GpuRunner never makes one
+
+struct GpuAsync::Impl {};
+GpuAsync::GpuAsync(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuAsync::~GpuAsync() = default;
+Status GpuAsync::create(int, std::unique_ptr<GpuAsync>*) { return Status::kUnsupported; }
+Status GpuAsync::submit(Comm&, const OpArgs&, void*, const std::shared_ptr<ScratchPool>&) {
+  return Status::kUnsupported;
+}
+Status GpuAsync::quiesce() { return Status::kSuccess; }
+Status GpuAsync::error(const Comm& comm) const { return comm.async_error(); }
+void GpuAsync::abort() {}
+
+#endif
+
+}  // namespace zcx::coll

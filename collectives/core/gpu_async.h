@@ -1,0 +1,62 @@
+// Asynchronous stream-ordered calls (ZCX_GPU_ASYNC=1, the default): the call returns once
+// the operation is queued behind the user's stream, as NCCL's do, and a progress thread of
+// the communicator runs it.
+//
+// At the call, on the caller's thread: wait until the previous call's operation is over (one
+// operation in flight per communicator: the thread then owns the communicator alone), plan
+// the operation (device scratch is taken here), take the pinned bounce buffers its staged
+// transfers will use, record an event on the user's stream, and launch zcx_stream_wait on it
+// with a new ticket. On the progress thread: wait for the event (the input is ready), queue
+// and drive the operation, then post the ticket, which releases the user's stream.
+//
+// Why allocation happens on the caller's thread: cudaMalloc, cudaMallocHost and module loads
+// can wait for the whole device, and the device then includes the user's stream, which
+// waits for the progress thread. Such a wait on the progress thread is a deadlock (the
+// stream-hold design of stop 19 met exactly that on an H200). On the caller's thread, with
+// no call of this communicator in flight, the wait ends.
+//
+// Bounds: the operation is bounded as every operation is (ZCX_TIMEOUT without progress); the
+// stream wait gives up after ZCX_GPU_STREAM_TIMEOUT (default ZCX_TIMEOUT + 30 s) in case the
+// thread itself cannot post, and says so at the next call. A failure is sticky: every later
+// call on the communicator returns it.
+#pragma once
+
+#include "algorithms/algorithms.h"
+#include "common/status.h"
+#include "schedule/scratch_pool.h"
+
+#include <memory>
+
+namespace zcx::coll {
+
+class Comm;
+
+class GpuAsync {
+ public:
+  // For `device` (the caller made it current).
+  static Status create(int device, std::unique_ptr<GpuAsync>* out);
+  ~GpuAsync();  // aborts a call in flight, then stops the thread
+  GpuAsync(const GpuAsync&) = delete;
+  GpuAsync& operator=(const GpuAsync&) = delete;
+
+  // Queues `a` (device set) on `comm` behind the work queued on `user` so far.
+  Status submit(Comm& comm, const OpArgs& a, void* user, const std::shared_ptr<ScratchPool>& pinned);
+  // Waits until no call is in flight; the first failure of any call, sticky.
+  Status quiesce();
+  // The first failure so far without waiting; while none and no call is in flight,
+  // comm.async_error() (the thread may be writing it otherwise).
+  Status error(const Comm& comm) const;
+  // Ends the call in flight promptly (its operation fails with kAborted).
+  void abort();
+
+  struct Impl;
+
+ private:
+  explicit GpuAsync(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ZCX_GPU_ASYNC, read at each call.
+bool gpu_async_enabled();
+
+}  // namespace zcx::coll
