@@ -116,6 +116,7 @@ struct Request {
   int phase = 0;
   Status error = Status::kSuccess;
   uint64_t seq = 0;  // send: message seq + 1
+  int8_t cma = -1;    // send: whether it goes by CMA, once decided (use_cma)
   // send
   const uint8_t* data = nullptr;
   size_t size = 0;
@@ -171,6 +172,24 @@ class RequestQueue {
   uint64_t head_ = 0, tail_ = 0;
 };
 
+// Sender, ZCX_SHM_LARGE=auto: CMA or the pipeline for a message larger than the chunk ring
+// (ZCX_SHM_ADAPT_MIN), by the rate this process's own copies ran at lately on the
+// connection with each, per size class (shm_copy.cc). Why: on a VM whose two vCPUs sit
+// sometimes on one core complex and sometimes on two, the pipeline (its chunk ring moves
+// every cache line between the cores twice) did 4-64 MiB at 23-30 GB/s near and 2.4-2.9
+// GB/s far, CMA 8-25 GB/s in both (docs/PERFORMANCE.md). Copy rates are measured where they
+// happen (the sender's memcpy into a chunk; its process_vm_writev half), so arms mixed in a
+// window do not blur each other's figures.
+struct LargeChooser {
+  static constexpr int kClasses = 10;  // log2 size classes from adapt_min; the last is open
+  struct Rate {
+    double bytes = 0, ns = 0;  // a time-weighted window of copies
+    int64_t at_ns = 0;         // last copy (0: never measured)
+    bool trying = false;       // a message is out to measure it
+  };
+  Rate rate[kClasses][2];      // [class][1: CMA]
+};
+
 struct Comm {
   bool is_send = false;
   Context* ctx = nullptr;
@@ -201,6 +220,8 @@ struct Comm {
   int64_t timeout_ms = 0;     // ZCX_TIMEOUT, read once
   LargeMode large = LargeMode::kAuto;
   size_t cma_min = 0;         // auto mode: CMA from this size up
+  size_t adapt_min = 0;       // auto mode: chosen by the copy rates from this size up
+  LargeChooser chooser;
   size_t stream_min = 0;      // copy-out with non-temporal stores from this size up
   uint64_t idle = 0;          // consecutive polls without progress
   bool progressed = false;    // set by the data path, consumed by progress()
@@ -219,6 +240,7 @@ struct ListenComm {
 // Parameters (shm_config.cc).
 LargeMode large_mode();
 size_t cma_threshold();
+size_t cfg_adapt_min();
 uint32_t cfg_nslots();
 uint32_t cfg_slot_bytes();
 uint32_t cfg_nchunks();
@@ -256,7 +278,9 @@ SlotHeader* slot_at(const Comm* c, uint64_t i);
 uint8_t* chunk_at(const Comm* c, uint64_t i);
 Status corrupt(Comm* c, const char* what);
 bool slot_free(Comm* c, uint64_t n = 1);  // sender: n more slots can be published
-bool use_cma(Comm* c, size_t size);       // sender: a message of `size` goes by CMA
+bool use_cma(Comm* c, Request* r);        // sender: r goes by CMA (decided once)
+// Sender: `bytes` of a message of `size` copied by `cma` or the pipeline in `ns`.
+void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t ns);
 // Receiver: the first buffer of r still free for `tag` (taken: buffers already claimed, or
 // NULL) and large enough for `size`, else kMismatch / kInvalidUsage naming the peer.
 Status match_buffer(Comm* c, const Request* r, int tag, uint64_t size, const bool* taken,

@@ -11,10 +11,17 @@ namespace {
 const config::StringParam large{"ZCX_SHM_LARGE", "auto",
     "Large-message path of the shm provider: pipeline (copy-in/copy-out through shared "
     "chunks, both cores copy at once), cma (single copy with process_vm_readv/writev, split "
-    "between both processes) or auto (cma from ZCX_SHM_CMA_THRESHOLD up, when permitted)."};
+    "between both processes) or auto (where CMA is permitted: from ZCX_SHM_ADAPT_MIN up, "
+    "whichever of the two copied messages of that size faster lately on the connection; "
+    "CMA from ZCX_SHM_CMA_THRESHOLD up)."};
 const config::SizeParam cma_threshold_param{"ZCX_SHM_CMA_THRESHOLD", size_t(1) << 62,
-    "With ZCX_SHM_LARGE=auto, messages of at least this size use CMA. The default (never) "
-    "comes from the measurement in docs/PERFORMANCE.md: the pipeline won at every size."};
+    "With ZCX_SHM_LARGE=auto, messages of at least this size always use CMA (default: "
+    "never; the copy rates decide)."};
+const config::SizeParam adapt_min_param{"ZCX_SHM_ADAPT_MIN", 0,
+    "With ZCX_SHM_LARGE=auto, messages of at least this size go by CMA or the pipeline, "
+    "whichever copied that size faster lately on the connection; smaller ones are "
+    "pipelined. 0: larger than the chunk ring (ZCX_SHM_CHUNKS x ZCX_SHM_CHUNK_BYTES), so "
+    "that a send that fits the ring never waits for the receiver (a CMA send does)."};
 const config::IntParam nslots{"ZCX_SHM_SLOTS", 64,
     "Slots in each shm connection's message ring (power of two).", 2, 4096};
 const config::SizeParam slot_bytes{"ZCX_SHM_SLOT_BYTES", 4096,
@@ -41,6 +48,7 @@ LargeMode large_mode() {
   return LargeMode::kAuto;
 }
 size_t cma_threshold() { return cma_threshold_param.get(); }
+size_t cfg_adapt_min() { return adapt_min_param.get(); }
 uint32_t cfg_nslots() { return static_cast<uint32_t>(nslots.get()); }
 uint32_t cfg_slot_bytes() {
   size_t v = slot_bytes.get();

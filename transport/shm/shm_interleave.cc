@@ -15,6 +15,7 @@
 // Both sides derive the chunk order from the member sizes alone; the slots carry each
 // member's size and the last member's seq (aux), which the receiver bounds-checks against
 // the receives it posted.
+#include "common/clock.h"
 #include "common/stream_copy.h"
 #include "shm/shm.h"
 
@@ -33,8 +34,8 @@ int next_member(const Interleave& g, int j) {
   return j;
 }
 
-bool pipelined(Comm* c, const Request* r) {
-  return r->phase == kSendNew && r->size > c->layout.inline_max() && !use_cma(c, r->size);
+bool pipelined(Comm* c, Request* r) {
+  return r->phase == kSendNew && r->size > c->layout.inline_max() && !use_cma(c, r);
 }
 
 // How many queued sends from the front join the group: pipelined, receive posted, a slot
@@ -132,7 +133,9 @@ Status group_stream(Comm* c) {
     --c->chunk_budget;
     GroupMember& m = g.m[g.next];
     const size_t n = std::min(chunk, m.size - m.off);
+    const int64_t t0 = m.r->cma == 0 && m.r->size >= c->adapt_min ? now_ns() : 0;
     memcpy(chunk_at(c, c->chunk_head), m.r->data + m.off, n);
+    if (t0 != 0) copy_rate(c, false, m.r->size, n, now_ns() - t0);
     m.off += n;
     c->sline->chunk_head.store(++c->chunk_head, std::memory_order_release);
     c->progressed = true;

@@ -33,7 +33,7 @@ Status send_start(Comm* c, Request* r) {
     return Status::kInProgress;
   }
   const bool inline_ok = r->size <= c->layout.inline_max();
-  if (!inline_ok && !use_cma(c, r->size)) return group_start(c);
+  if (!inline_ok && !use_cma(c, r)) return group_start(c);
   SlotHeader* s = slot_at(c, c->head);
   s->size = r->size;
   s->tag = r->tag;
@@ -57,7 +57,11 @@ Status send_cma(Comm* c, Request* r) {
     if (c->rline->rdv_seq.load(std::memory_order_acquire) != r->seq) return Status::kInProgress;
     uint64_t dst = c->rline->rdv_addr.load(std::memory_order_relaxed);
     size_t h = cma_half(r->size);
+    const int64_t t0 = now_ns();
     ZCX_TRY(cma_write(c, dst + h, r->data + h, r->size - h));
+    // The receiver reads the other half meanwhile: the message moves at about the size over
+    // this half's time.
+    copy_rate(c, true, r->size, r->size, now_ns() - t0);
     c->sline->cma_part_done.store(r->seq, std::memory_order_release);
     r->phase = kSendCmaDone;
     c->progressed = true;
@@ -182,10 +186,6 @@ Status corrupt(Comm* c, const char* what) {
                    peer_name(c).c_str(), what);
 }
 
-bool use_cma(Comm* c, size_t size) {
-  if (!c->cma_ok || c->rline->cma_ok.load(std::memory_order_acquire) != 1) return false;
-  return c->large == LargeMode::kCma || (c->large == LargeMode::kAuto && size >= c->cma_min);
-}
 
 bool slot_free(Comm* c, uint64_t n) {
   if (c->head + n - c->tail <= c->layout.nslots) return true;
@@ -345,6 +345,7 @@ void RequestQueue::release(Request* r) {
   // Only the fields every post relies on are reset; isend/irecv set the rest.
   r->done = false;
   r->phase = 0;
+  r->cma = -1;
   r->nfilled = 0;
   r->cur = -1;
   free_.push_back(r);

@@ -1,6 +1,8 @@
 // Interleave groups (transport/shm/shm_interleave.cc): pipelined messages in flight together
 // share the chunk stream, land intact in the right buffers, complete in posting order, and
-// never wait on a receive that is not posted. In-process, one thread drives both ends.
+// never wait on a receive that is not posted; with ZCX_SHM_LARGE=auto, CMA and pipelined
+// messages mixed in one window. In-process, one thread drives both ends.
+#include "bootstrap/test_util.h"
 #include "shm/shm.h"
 #include "shm_test_util.h"
 
@@ -123,6 +125,31 @@ TEST(ShmInterleave, GroupBeyondThePostedReceivesIsDetected) {
   EXPECT_EQ(receive_once(p, dst), ZCX_ERR_PROTOCOL);
   EXPECT_NE(std::string(zcx::last_error()).find("interleave group bound"), std::string::npos)
       << zcx::last_error();
+}
+
+// ZCX_SHM_LARGE=auto above ZCX_SHM_ADAPT_MIN: the sender tries both the pipeline and CMA
+// (then keeps the one whose copies ran faster); a window that mixes them lands intact.
+TEST(ShmAdaptive, MixedCmaAndPipelinedMessagesLandIntact) {
+  test::ScopedEnv adapt("ZCX_SHM_ADAPT_MIN", "65536");
+  test::ScopedEnv large("ZCX_SHM_LARGE", "auto");
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  std::vector<Message> msgs;
+  for (int k = 0; k < 24; ++k) msgs.push_back({256 * 1024 + static_cast<size_t>(k) * 4096, k});
+  Window w;
+  ASSERT_NO_FATAL_FAILURE(post_receives(p, msgs, std::vector<int>(msgs.size(), 1), &w));
+  std::vector<size_t> order(msgs.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, order, &w));
+  std::vector<void*> all = w.sends;
+  all.insert(all.end(), w.recvs.begin(), w.recvs.end());
+  ASSERT_EQ(wait_all(all), ZCX_SUCCESS) << zcx::last_error();
+  expect_intact(msgs, w);
+  const auto& rates = static_cast<shm::Comm*>(p.sc)->chooser.rate[2];  // 256-512 KiB
+  if (!static_cast<shm::Comm*>(p.sc)->cma_ok) GTEST_SKIP() << "CMA is not permitted here";
+  EXPECT_NE(rates[0].at_ns, 0) << "the pipeline was never measured";
+  EXPECT_NE(rates[1].at_ns, 0) << "CMA was never tried";
 }
 
 }  // namespace
