@@ -242,10 +242,10 @@ Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user,
   ZCX_TRY(comm.drain());  // request-form operations run on this thread: finish them first
   std::shared_ptr<Op> op;
   ZCX_TRY(comm.prepare(a, &op));
-  ZCX_TRY(provision(comm, *op, pinned));
-  const CudaApi* api = cuda_shim();
+  Status st = provision(comm, *op, pinned);
   auto stream = static_cast<cudaStream_t>(user);
-  Status st = cuda_check(api->event_record(m.input, stream), "cudaEventRecord (the call's stream)");
+  if (st == Status::kSuccess)
+    st = cuda_check(cuda_shim()->event_record(m.input, stream), "cudaEventRecord (the call's stream)");
   const uint32_t t = m.ticket + 1 == 0 ? 1 : m.ticket + 1;  // 0 stays "none" in words[1]
   if (st == Status::kSuccess)
     st = cuda::stream_wait_async(m.words, t, stream_bound_ns(), m.words + 1, stream);

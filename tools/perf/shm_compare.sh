@@ -82,7 +82,7 @@ ucx_posix() { ucx "$1" "$2" posix,self; }
 ucx_sysv() { ucx "$1" "$2" sysv,self; }
 ucx_cma() { ucx "$1" "$2" posix,cma,self; }
 
-SYSTEMS=("zcx shm (default: pipeline)" "zcx shm ZCX_SHM_LARGE=cma" "Open MPI vader, no CMA"
+SYSTEMS=("zcx shm (default: auto)" "zcx shm ZCX_SHM_LARGE=cma" "Open MPI vader, no CMA"
          "Open MPI vader + CMA" "UCX posix" "UCX sysv" "UCX posix+cma")
 FUNCS=(zcx_auto zcx_cma mpi_none mpi_cma ucx_posix ucx_sysv ucx_cma)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
