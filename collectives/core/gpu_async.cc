@@ -204,8 +204,11 @@ Status GpuAsync::quiesce() {
 Status GpuAsync::error(const Comm& comm) const {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
-  if (m.failed.load() != 0) return static_cast<Status>(m.failed.load());
-  if (__atomic_load_n(&m.words[1], __ATOMIC_ACQUIRE) != 0) return Status::kTimeout;
+  if (const uint32_t gave_up = __atomic_load_n(&m.words[1], __ATOMIC_ACQUIRE))
+    return set_error_quiet(Status::kTimeout, "stream-ordered call %u held its stream for "
+                           "ZCX_GPU_STREAM_TIMEOUT; the stream went on without its result", gave_up);
+  if (m.failed.load() != 0)
+    return set_error_quiet(static_cast<Status>(m.failed.load()), "%s", m.failure.c_str());
   return m.op == nullptr ? comm.async_error() : Status::kSuccess;
 }
 
@@ -224,11 +227,11 @@ namespace {
 Status provision(Comm& comm, const Op& op, const std::shared_ptr<ScratchPool>& pinned) {
   std::vector<ScratchBlock> blocks;
   for (const Task& t : op.sched.tasks()) {
-    if ((t.kind != TaskKind::kSend && t.kind != TaskKind::kRecv) || t.bytes == 0) continue;
+    if (t.kind != TaskKind::kSend && t.kind != TaskKind::kRecv) continue;
     Endpoint* ep = nullptr;
     bool staged = false;
     ZCX_TRY(comm.data_endpoint(t.peer, &ep, &staged));
-    if (staged) blocks.emplace_back(pinned, t.bytes);
+    if (staged && t.bytes > 0) blocks.emplace_back(pinned, t.bytes);
   }
   return Status::kSuccess;
 }

@@ -23,7 +23,6 @@
 namespace zcx::coll {
 
 class Comm;
-class GpuAsync;
 
 // The CUDA device of a call's buffers (*device: -1 when no call set it yet), checked: every
 // non-NULL buffer must be device memory of one device, large enough for the call.
@@ -45,8 +44,8 @@ class GpuRunner {
   // thread (asynchronous), or to completion (ZCX_GPU_ASYNC=0, read at create).
   Status run(Comm& comm, const OpArgs& a, void* stream);
   // Waits until no asynchronous call is in flight: every host-side use of the communicator
-  // (a call without a stream, a request's test, split, destroy) comes after this. Returns the
-  // first failure of an asynchronous call, sticky.
+  // (a call without a stream, a group, split, destroy) comes after this. Returns the first
+  // failure of an asynchronous call, sticky.
   Status quiesce();
   // That failure without waiting, else comm's own while no call is in flight (kSuccess).
   Status async_error(const Comm& comm) const;

@@ -112,6 +112,9 @@ struct Comm {
   uint64_t next_post = 0;       // sender: POSTs received
   int64_t last_progress_ns = 0;
   int64_t timeout_ms = 0;  // ZCX_TIMEOUT, read once per comm (not per progress call)
+  // The peer closed its end after the packets read so far: an error only for requests that
+  // still wait (what it sent before closing, a last DONE included, was delivered).
+  std::string closed;
   StickyError error;
   ~Comm();
 };

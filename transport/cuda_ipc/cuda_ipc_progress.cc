@@ -94,7 +94,10 @@ Status read_packets(Comm* c) {
     UniqueFd fd;
     Status st = packet_recv(c->sock.get(), buf, sizeof buf, &len, &fd);
     if (st == Status::kInProgress) return Status::kSuccess;
-    if (!ok(st)) return fail(c, Status::kRemote, last_error());
+    if (!ok(st)) {
+      c->closed = last_error();
+      return Status::kSuccess;
+    }
     c->last_progress_ns = now_ns();
     wire::Reader r(buf, len);
     uint32_t magic = r.u32();
@@ -174,8 +177,11 @@ Status check_idle(Comm* c) {
 
 Status progress(Comm* c) {
   if (c->error.has()) return c->error.raise();
-  ZCX_TRY(read_packets(c));
+  if (c->closed.empty()) ZCX_TRY(read_packets(c));
   if (c->is_send) ZCX_TRY(progress_sends(c));
+  const bool waiting =
+      std::any_of(c->queue.begin(), c->queue.end(), [](Request* q) { return !q->done; });
+  if (!c->closed.empty() && waiting) return fail(c, Status::kRemote, c->closed.c_str());
   return check_idle(c);
 }
 

@@ -6,7 +6,6 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -77,7 +76,8 @@ bool use_cma(Comm* c, Request* r) {
   if (cma_permitted(c)) {
     if (c->large == LargeMode::kCma) cma = true;
     else if (c->large == LargeMode::kAuto && r->size >= c->cma_min) cma = true;
-    else if (c->large == LargeMode::kAuto && r->size >= c->adapt_min) cma = choose_cma(c, r->size);
+    else if (c->large == LargeMode::kAuto && r->size >= c->adapt_min)
+      cma = choose_cma(c, r->size);
   }
   r->cma = cma ? 1 : 0;
   return cma;
