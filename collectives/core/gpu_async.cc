@@ -49,6 +49,26 @@ uint64_t stream_bound_ns() {
 
 }  // namespace
 
+// The user's work queued before the call: polls `event` (recorded on the user's stream). Its
+// duration is not a fault (cudaStreamSynchronize would wait as long); past ZCX_TIMEOUT it
+// says once what it waits for. Polled, so a failed kernel shows as an error.
+Status wait_stream_input(void* event, const std::atomic<bool>* aborting) {
+  const int64_t start = now_ns(), warn_at = start + params::timeout_ms() * 1000000;
+  WaitPacer pacer;
+  for (bool warned = false;;) {
+    if (aborting != nullptr && *aborting)
+      return set_error(Status::kAborted, kLogColl, "stream-ordered call aborted");
+    cudaError_t e = cuda_shim()->event_query(static_cast<cudaEvent_t>(event));
+    if (e == cudaSuccess) return Status::kSuccess;
+    if (e != cudaErrorNotReady) return cuda_check(e, "cudaEventQuery (the call's stream)");
+    pacer.pause([start] { return start; });
+    if (warned || now_ns() < warn_at) continue;
+    warned = true;
+    ZCX_WARN(kLogColl, "a stream-ordered call still waits, after ZCX_TIMEOUT, for the work "
+             "queued on its stream before it");
+  }
+}
+
 struct GpuAsync::Impl {
   int device = -1;
   cudaEvent_t input = nullptr;   // recorded on the user's stream at each call
@@ -128,23 +148,7 @@ Status GpuAsync::Impl::run_one(Comm& c, const std::shared_ptr<Op>& o) {
   return drive(c, *o);
 }
 
-// The user's work queued before the call. Its own duration is not a fault (see
-// GpuRunner::Impl::wait_for); past ZCX_TIMEOUT it says once what it waits for.
-Status GpuAsync::Impl::wait_input() {
-  const int64_t start = now_ns(), warn_at = start + params::timeout_ms() * 1000000;
-  WaitPacer pacer;
-  for (bool warned = false;;) {
-    if (aborting) return set_error(Status::kAborted, kLogColl, "stream-ordered call aborted");
-    cudaError_t e = cuda_shim()->event_query(input);
-    if (e == cudaSuccess) return Status::kSuccess;
-    if (e != cudaErrorNotReady) return cuda_check(e, "cudaEventQuery (the call's stream)");
-    pacer.pause([start] { return start; });
-    if (warned || now_ns() < warn_at) continue;
-    warned = true;
-    ZCX_WARN(kLogColl, "an asynchronous stream-ordered call still waits, after ZCX_TIMEOUT, "
-             "for the work queued on its stream before it");
-  }
-}
+Status GpuAsync::Impl::wait_input() { return wait_stream_input(input, &aborting); }
 
 // Comm::wait's loop, with abort checked at every round.
 Status GpuAsync::Impl::drive(Comm& c, Op& o) {

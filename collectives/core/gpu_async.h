@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "schedule/scratch_pool.h"
 
+#include <atomic>
 #include <memory>
 
 namespace zcx::coll {
@@ -56,7 +57,11 @@ class GpuAsync {
   std::unique_ptr<Impl> impl_;
 };
 
-// ZCX_GPU_ASYNC, read at each call.
+// ZCX_GPU_ASYNC (GpuRunner reads it at create).
 bool gpu_async_enabled();
+// Polls a CUDA event recorded on the user's stream until that work is done (a CUDA build
+// only): no bound, as cudaStreamSynchronize has none, but a warning after ZCX_TIMEOUT; ends
+// with kAborted once *aborting (optional) is set.
+Status wait_stream_input(void* event, const std::atomic<bool>* aborting);
 
 }  // namespace zcx::coll

@@ -2,9 +2,7 @@
 // scratch and pinned bounce memory.
 #include "core/gpu_runner.h"
 
-#include "common/clock.h"
 #include "common/config.h"
-#include "common/config_vars.h"
 #include "common/log.h"
 #include "core/comm.h"
 #include "core/gpu_async.h"
@@ -134,25 +132,11 @@ GpuRunner::Impl::~Impl() {
   if (stream != nullptr) (void)cuda_shim()->stream_destroy(stream);
 }
 
-// The work queued on `user` before this point. Not failed after ZCX_TIMEOUT: it is the
-// caller's own work, and a long kernel is no fault (cudaStreamSynchronize would wait as
-// long); past ZCX_TIMEOUT it says once what it waits for. Polled, so a failed kernel shows
-// as an error.
+// The work queued on `user` before this point (wait_stream_input, gpu_async.h).
 Status GpuRunner::Impl::wait_for(cudaStream_t user) const {
   const CudaApi* api = cuda_shim();
   ZCX_TRY(cuda_check(api->event_record(queued, user), "cudaEventRecord (the call's stream)"));
-  const int64_t start = now_ns(), warn_at = start + params::timeout_ms() * 1000000;
-  WaitPacer pacer;
-  for (bool warned = false;;) {
-    cudaError_t e = api->event_query(queued);
-    if (e == cudaSuccess) return Status::kSuccess;
-    if (e != cudaErrorNotReady) return cuda_check(e, "cudaEventQuery (the call's stream)");
-    pacer.pause([start] { return start; });
-    if (warned || now_ns() < warn_at) continue;
-    warned = true;
-    ZCX_WARN(kLogColl, "a stream-ordered call still waits, after ZCX_TIMEOUT, for the work "
-             "queued on its stream before it");
-  }
+  return wait_stream_input(queued, nullptr);
 }
 
 GpuRunner::GpuRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
