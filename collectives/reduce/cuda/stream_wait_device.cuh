@@ -1,4 +1,4 @@
-// The stream wait of asynchronous stream-ordered collectives (core/gpu_runner.cc): one
+// The stream wait of asynchronous stream-ordered collectives (core/gpu_async.cc): one
 // thread, launched on the user's stream after the call's input is ready, that holds the
 // stream until zcx's progress thread posts the call's ticket in pinned host memory, or until
 // its bound passes. Then work queued after the call runs. The bound is what keeps a wedged

@@ -132,7 +132,6 @@ void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn) {
 }
 
 namespace {
-void enqueue(cudaStream_t s, std::function<void()> fn) { fake_cuda_enqueue(s, std::move(fn)); }
 
 struct Event {
   std::mutex mu;
@@ -323,11 +322,11 @@ FAKE_API cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind
 }
 FAKE_API cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind,
                                      cudaStream_t st) {
-  enqueue(st, [=] { std::memcpy(d, s, n); });
+  fake_cuda_enqueue(st, [=] { std::memcpy(d, s, n); });
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t st) {
-  enqueue(st, [=] { std::memset(d, v, n); });
+  fake_cuda_enqueue(st, [=] { std::memset(d, v, n); });
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* h, void* p) {
@@ -404,7 +403,7 @@ FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     std::lock_guard<std::mutex> lock(ev->mu);
     gen = ++ev->recorded;
   }
-  enqueue(s, [ev, gen] {
+  fake_cuda_enqueue(s, [ev, gen] {
     std::lock_guard<std::mutex> lock(ev->mu);
     if (ev->reached < gen) ev->reached = gen;
   });
@@ -422,7 +421,7 @@ FAKE_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned
     std::lock_guard<std::mutex> lock(ev->mu);
     gen = ev->recorded;
   }
-  enqueue(s, [ev, gen] {
+  fake_cuda_enqueue(s, [ev, gen] {
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(ev->mu);
