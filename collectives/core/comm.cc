@@ -288,10 +288,10 @@ void Comm::refresh_tuning() {
   forget_choices();
 }
 
-// Choices are cached per (collective, bytes, lane offered): the cost model reads a dozen config values and
-// formats its explanation, microseconds that an 8-byte allreduce cannot afford. A config
-// override drops the cache (post() refreshes it); with TUNING logging on, a cached choice is
-// printed again.
+// Choices are cached per (collective, bytes, lane offered): the cost model reads a dozen
+// config values and formats its explanation, microseconds that an 8-byte allreduce cannot
+// afford. A config override drops the cache (post() refreshes it); with TUNING logging on, a
+// cached choice is printed again.
 const Choice& Comm::choose(const SelectInput& in) {
   static_assert(static_cast<int>(CollKind::kCount) <= 16, "the kind takes 4 bits of the key");
   const uint64_t key = (static_cast<uint64_t>(in.bytes) << 5) |
@@ -367,13 +367,17 @@ Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* o
   return Status::kSuccess;
 }
 
-void Comm::fail_queue(Status st) {
+// The first failure becomes the communicator's sticky error (with this thread's message);
+// every queued operation fails with it.
+Status Comm::fail_queue(Status st) {
+  err_.record(st, last_error());
   for (auto& op : queue_) {
     op->result = st;
     op->done = true;
     if (op->exec && op->exec->has_inflight()) graveyard_.push_back(op);
   }
   queue_.clear();
+  return st;
 }
 
 Status Comm::progress() {
@@ -381,11 +385,7 @@ Status Comm::progress() {
   // A shared-lane operation needs no transport: the context only gets its turns.
   const bool lane_head = !queue_.empty() && queue_.front()->lane;
   Status cst = !lane_head || lane_context_turn() ? ctx_->progress() : Status::kSuccess;
-  if (cst != Status::kSuccess) {
-    err_.record(cst, last_error());
-    fail_queue(cst);
-    return cst;
-  }
+  if (cst != Status::kSuccess) return fail_queue(cst);
   while (!queue_.empty()) {
     Op& head = *queue_.front();
     if (!head.exec && !head.lane) {
@@ -394,18 +394,9 @@ Status Comm::progress() {
     }
     bool done = false;
     Status st = head.lane ? lane_progress(head.lane_op, &done) : head.exec->progress(&done);
-    if (st != Status::kSuccess) {
-      err_.record(st, last_error());
-      fail_queue(st);
-      return st;
-    }
+    if (st == Status::kSuccess && done) st = finish_avg(head);
+    if (st != Status::kSuccess) return fail_queue(st);
     if (!done) return Status::kSuccess;
-    st = finish_avg(head);
-    if (st != Status::kSuccess) {
-      err_.record(st, last_error());
-      fail_queue(st);
-      return st;
-    }
     head.done = true;
     queue_.pop_front();
   }
@@ -457,7 +448,7 @@ Status Comm::drain() {
 
 void Comm::abort() {
   if (!err_.has()) err_.record(Status::kAborted, "communicator '" + name_ + "' was aborted");
-  fail_queue(Status::kAborted);
+  (void)fail_queue(Status::kAborted);  // the error above stays the sticky one
   if (owned_ctx_) owned_ctx_->abort();
 }
 

@@ -164,7 +164,7 @@ class Comm final : public PeerLinks {
   void forget_choices();
   void refresh_tuning();
   Status progress();
-  void fail_queue(Status st);
+  Status fail_queue(Status st);  // records st as the sticky error; returns it
   void index_hosts();
   bool host_oversubscribed() const;
   Status check_usable();

@@ -71,7 +71,8 @@ Status wait_stream_input(void* event, const std::atomic<bool>* aborting) {
 
 struct GpuAsync::Impl {
   int device = -1;
-  cudaEvent_t input = nullptr;   // recorded on the user's stream at each call
+  cudaEvent_t input = nullptr;   // the runner's: recorded on the user's stream at each call
+  std::shared_ptr<ScratchPool> pinned;  // the runner's bounce buffers
   uint32_t* words = nullptr;     // pinned: [0] the ticket posted, [1] a ticket the wait gave up on
   uint32_t ticket = 0;           // the last ticket handed out
   std::atomic<bool> aborting{false};
@@ -104,7 +105,6 @@ GpuAsync::Impl::~Impl() {
   cv.notify_all();
   if (thread.joinable()) thread.join();
   CudaDeviceGuard guard(device);
-  if (input != nullptr) (void)cuda_shim()->event_destroy(input);
   if (words != nullptr) (void)cuda_shim()->host_free(words);
 }
 
@@ -177,13 +177,14 @@ Status GpuAsync::Impl::check_wait(const std::string& then) const {
 GpuAsync::GpuAsync(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuAsync::~GpuAsync() = default;
 
-Status GpuAsync::create(int device, std::unique_ptr<GpuAsync>* out) {
+Status GpuAsync::create(int device, void* input, std::shared_ptr<ScratchPool> pinned,
+                        std::unique_ptr<GpuAsync>* out) {
   auto impl = std::make_unique<Impl>();
   impl->device = device;
-  const CudaApi* api = cuda_shim();
-  ZCX_CUDACHECK(api->event_create_with_flags(&impl->input, cudaEventDisableTiming));
+  impl->input = static_cast<cudaEvent_t>(input);
+  impl->pinned = std::move(pinned);
   void* words = nullptr;
-  ZCX_CUDACHECK(api->host_alloc(&words, 2 * sizeof(uint32_t)));
+  ZCX_CUDACHECK(cuda_shim()->host_alloc(&words, 2 * sizeof(uint32_t)));
   impl->words = static_cast<uint32_t*>(words);
   impl->words[0] = impl->words[1] = 0;
   ZCX_TRY(cuda::load_kernels());  // a module load may wait for the device: not while holding
@@ -209,17 +210,12 @@ Status GpuAsync::error(const Comm& comm) const {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (const uint32_t gave_up = __atomic_load_n(&m.words[1], __ATOMIC_ACQUIRE))
-    return set_error_quiet(Status::kTimeout, "stream-ordered call %u held its stream for "
-                           "ZCX_GPU_STREAM_TIMEOUT; the stream went on without its result", gave_up);
+    return set_error_quiet(Status::kTimeout,
+                           "stream-ordered call %u held its stream for ZCX_GPU_STREAM_TIMEOUT; "
+                           "the stream went on without its result", gave_up);
   if (m.failed.load() != 0)
     return set_error_quiet(static_cast<Status>(m.failed.load()), "%s", m.failure.c_str());
   return m.op == nullptr ? comm.async_error() : Status::kSuccess;
-}
-
-void GpuAsync::abort() {
-  impl_->aborting = true;
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  impl_->cv.wait(lock, [&] { return impl_->op == nullptr; });
 }
 
 namespace {
@@ -242,17 +238,17 @@ Status provision(Comm& comm, const Op& op, const std::shared_ptr<ScratchPool>& p
 
 }  // namespace
 
-Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user,
-                        const std::shared_ptr<ScratchPool>& pinned) {
+Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user) {
   Impl& m = *impl_;
   ZCX_TRY(quiesce());
   ZCX_TRY(comm.drain());  // request-form operations run on this thread: finish them first
   std::shared_ptr<Op> op;
   ZCX_TRY(comm.prepare(a, &op));
-  Status st = provision(comm, *op, pinned);
+  Status st = provision(comm, *op, m.pinned);
   auto stream = static_cast<cudaStream_t>(user);
   if (st == Status::kSuccess)
-    st = cuda_check(cuda_shim()->event_record(m.input, stream), "cudaEventRecord (the call's stream)");
+    st = cuda_check(cuda_shim()->event_record(m.input, stream),
+                    "cudaEventRecord (the call's stream)");
   const uint32_t t = m.ticket + 1 == 0 ? 1 : m.ticket + 1;  // 0 stays "none" in words[1]
   if (st == Status::kSuccess)
     st = cuda::stream_wait_async(m.words, t, stream_bound_ns(), m.words + 1, stream);
@@ -272,13 +268,12 @@ Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user,
 struct GpuAsync::Impl {};
 GpuAsync::GpuAsync(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuAsync::~GpuAsync() = default;
-Status GpuAsync::create(int, std::unique_ptr<GpuAsync>*) { return Status::kUnsupported; }
-Status GpuAsync::submit(Comm&, const OpArgs&, void*, const std::shared_ptr<ScratchPool>&) {
+Status GpuAsync::create(int, void*, std::shared_ptr<ScratchPool>, std::unique_ptr<GpuAsync>*) {
   return Status::kUnsupported;
 }
+Status GpuAsync::submit(Comm&, const OpArgs&, void*) { return Status::kUnsupported; }
 Status GpuAsync::quiesce() { return Status::kSuccess; }
 Status GpuAsync::error(const Comm& comm) const { return comm.async_error(); }
-void GpuAsync::abort() {}
 
 #endif
 

@@ -34,21 +34,22 @@ class Comm;
 
 class GpuAsync {
  public:
-  // For `device` (the caller made it current).
-  static Status create(int device, std::unique_ptr<GpuAsync>* out);
-  ~GpuAsync();  // aborts a call in flight, then stops the thread
+  // For `device` (the caller made it current). input: a CUDA event of the runner's, recorded
+  // on the user's stream at each call; pinned: the runner's bounce-buffer pool. Both outlive
+  // this object.
+  static Status create(int device, void* input, std::shared_ptr<ScratchPool> pinned,
+                       std::unique_ptr<GpuAsync>* out);
+  ~GpuAsync();  // ends a call in flight promptly (it fails with kAborted), stops the thread
   GpuAsync(const GpuAsync&) = delete;
   GpuAsync& operator=(const GpuAsync&) = delete;
 
   // Queues `a` (device set) on `comm` behind the work queued on `user` so far.
-  Status submit(Comm& comm, const OpArgs& a, void* user, const std::shared_ptr<ScratchPool>& pinned);
+  Status submit(Comm& comm, const OpArgs& a, void* user);
   // Waits until no call is in flight; the first failure of any call, sticky.
   Status quiesce();
   // The first failure so far without waiting; while none and no call is in flight,
   // comm.async_error() (the thread may be writing it otherwise).
   Status error(const Comm& comm) const;
-  // Ends the call in flight promptly (its operation fails with kAborted).
-  void abort();
 
   struct Impl;
 

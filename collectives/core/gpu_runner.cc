@@ -53,10 +53,6 @@ ScratchMemory pinned_memory() {
           true};
 }
 
-}  // namespace
-
-namespace {
-
 // Bytes of the send and receive buffers a call reads and writes (0: not checked, the V forms).
 void call_extents(const OpArgs& a, int nranks, size_t* send, size_t* recv) {
   const size_t block = a.count * a.esize(), all = block * static_cast<size_t>(nranks);
@@ -84,8 +80,8 @@ Status check_buffer(const OpArgs& a, const char* which, const void* p, size_t by
                      "from cudaMalloc or cuMemCreate)", kind, which, p);
   if (*device >= 0 && attr.device != *device)
     return set_error(Status::kInvalidArg, kLogColl,
-                     "%s: %s is on device %d, the communicator's stream-ordered calls use device %d", kind,
-                     which, attr.device, *device);
+                     "%s: %s is on device %d, the communicator's stream-ordered calls use "
+                     "device %d", kind, which, attr.device, *device);
   *device = attr.device;
   CUdeviceptr base = 0;
   size_t size = 0;
@@ -116,7 +112,7 @@ struct GpuRunner::Impl {
   int device = -1;
   bool staging = false;
   cudaStream_t stream = nullptr;  // the schedules' copies and kernels
-  cudaEvent_t queued = nullptr;   // recorded on the user's stream at each call
+  cudaEvent_t queued = nullptr;   // recorded on the user's stream at each call (both modes)
   DeviceIo io;
   std::shared_ptr<ScratchPool> scratch;
   std::unique_ptr<GpuAsync> async;  // ZCX_GPU_ASYNC: the progress thread
@@ -156,7 +152,8 @@ Status GpuRunner::create(int device, std::unique_ptr<GpuRunner>* out) {
   impl->io.stream = impl->stream;
   impl->io.pinned = std::make_shared<ScratchPool>(pinned_memory());
   impl->scratch = std::make_shared<ScratchPool>(device_memory(device));
-  if (gpu_async_enabled()) ZCX_TRY(GpuAsync::create(device, &impl->async));
+  if (gpu_async_enabled())
+    ZCX_TRY(GpuAsync::create(device, impl->queued, impl->io.pinned, &impl->async));
   ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s, %s)", device,
            impl->staging ? "staged through pinned host memory" : "cuda_ipc where it reaches",
            impl->async ? "asynchronous" : "synchronous");
@@ -169,7 +166,7 @@ Status GpuRunner::run(Comm& comm, const OpArgs& a, void* stream) {
   ZCX_TRY(guard.status());
   OpArgs d = a;
   d.device = impl_->device;
-  if (impl_->async) return impl_->async->submit(comm, d, stream, impl_->io.pinned);
+  if (impl_->async) return impl_->async->submit(comm, d, stream);
   ZCX_TRY(impl_->wait_for(static_cast<cudaStream_t>(stream)));
   return comm.run(d);
 }
@@ -178,10 +175,7 @@ Status GpuRunner::quiesce() { return impl_->async ? impl_->async->quiesce() : St
 Status GpuRunner::async_error(const Comm& comm) const {
   return impl_->async ? impl_->async->error(comm) : comm.async_error();
 }
-void GpuRunner::stop() {
-  if (impl_->async) impl_->async->abort();
-  impl_->async.reset();
-}
+void GpuRunner::stop() { impl_->async.reset(); }  // ~GpuAsync ends a call in flight
 
 int GpuRunner::device() const { return impl_->device; }
 bool GpuRunner::staging() const { return impl_->staging; }

@@ -67,12 +67,17 @@ bool check(Rank& r, const DeviceBuffer& buf, int32_t want, const char* what) {
 zcx_status_t allreduce(Rank& r, const DeviceBuffer& buf) {
   return zcx_allreduce(buf.data(), buf.data(), kCount, ZCX_INT32, ZCX_SUM, r.comm, r.stream);
 }
+// The same, which must succeed: a failure is reported as `what`.
+bool allreduce_ok(Rank& r, const DeviceBuffer& buf, const char* what) {
+  return allreduce(r, buf) == ZCX_SUCCESS ||
+         fail(r, std::string(what) + ": " + zcx_get_last_error());
+}
 
 // One allreduce with both ranks present and waited for: the runner, its thread and the
 // connections exist afterwards, so the timings below measure the calls alone.
 bool warm_up(Rank& r, const DeviceBuffer& buf) {
   if (!fill(r, buf)) return false;
-  if (allreduce(r, buf) != ZCX_SUCCESS) return fail(r, std::string("warm-up: ") + zcx_get_last_error());
+  if (!allreduce_ok(r, buf, "warm-up")) return false;
   return cuda_ok(r, r.api->stream_synchronize(r.stream), "cudaStreamSynchronize") &&
          check(r, buf, 3, "warm-up allreduce");
 }
@@ -85,14 +90,15 @@ bool late_peer(Rank& r, double late_s, bool async) {
   if (!warm_up(r, buf) || !fill(r, buf)) return false;
   if (r.rank == 1) nap_s(late_s);
   const double t0 = test::monotonic_s();
-  if (allreduce(r, buf) != ZCX_SUCCESS) return fail(r, std::string("allreduce: ") + zcx_get_last_error());
+  if (!allreduce_ok(r, buf, "allreduce")) return false;
   const double call_s = since(t0);
   if (!cuda_ok(r, r.api->stream_synchronize(r.stream), "cudaStreamSynchronize")) return false;
   const double done_s = since(t0);
   if (r.rank == 0 && async && call_s > late_s / 2)
     fail(r, "the asynchronous call took " + std::to_string(call_s) + " s: it waited for the peer");
   if (r.rank == 0 && !async && call_s < late_s * 0.7)
-    fail(r, "the synchronous call returned after " + std::to_string(call_s) + " s, before the peer");
+    fail(r, "the synchronous call returned after " + std::to_string(call_s) +
+                " s, before the peer");
   if (r.rank == 0 && done_s < late_s * 0.7)
     fail(r, "the stream finished after " + std::to_string(done_s) + " s, before the peer called");
   return check(r, buf, 3, "allreduce with a late peer");
@@ -109,7 +115,8 @@ bool host_between(Rank& r) {
           ZCX_SUCCESS ||
       allreduce(r, buf) != ZCX_SUCCESS)
     return fail(r, std::string("calls: ") + zcx_get_last_error());
-  if (host[0] != 30 || host[kCount - 1] != 30) fail(r, "the host allreduce between gave " + std::to_string(host[0]));
+  if (host[0] != 30 || host[kCount - 1] != 30)
+    fail(r, "the host allreduce between gave " + std::to_string(host[0]));
   return cuda_ok(r, r.api->stream_synchronize(r.stream), "cudaStreamSynchronize") &&
          check(r, buf, 12, "stream, host, stream");
 }
@@ -126,7 +133,7 @@ bool silent_peer(Rank& r, double silent_s, double bound_s, bool abort, const cha
     return true;
   }
   const double t0 = test::monotonic_s();
-  if (allreduce(r, buf) != ZCX_SUCCESS) return fail(r, std::string("allreduce: ") + zcx_get_last_error());
+  if (!allreduce_ok(r, buf, "allreduce")) return false;
   if (abort) {
     nap_s(0.3);
     const double a0 = test::monotonic_s();
@@ -136,7 +143,8 @@ bool silent_peer(Rank& r, double silent_s, double bound_s, bool abort, const cha
   }
   if (!cuda_ok(r, r.api->stream_synchronize(r.stream), "cudaStreamSynchronize")) return false;
   if (since(t0) > bound_s)
-    fail(r, "the stream went on after " + std::to_string(since(t0)) + " s, bound " + std::to_string(bound_s));
+    fail(r, "the stream went on after " + std::to_string(since(t0)) + " s, bound " +
+                std::to_string(bound_s));
   if (abort) return true;
   nap_s(0.2);  // the progress thread records the failure as it posts the ticket
   zcx_status_t async = ZCX_SUCCESS;

@@ -279,8 +279,13 @@ uint8_t* chunk_at(const Comm* c, uint64_t i);
 Status corrupt(Comm* c, const char* what);
 bool slot_free(Comm* c, uint64_t n = 1);  // sender: n more slots can be published
 bool use_cma(Comm* c, Request* r);        // sender: r goes by CMA (decided once)
-// Sender: `bytes` of a message of `size` copied by `cma` or the pipeline in `ns`.
-void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t ns);
+// Sender: a message of `size` is chosen by the copy rates (and its copies are timed).
+inline bool adaptive(const Comm* c, size_t size) {
+  return c->large == LargeMode::kAuto && size >= c->adapt_min && size < c->cma_min;
+}
+// Sender: `bytes` of an adaptive message of `size` copied by `cma` or the pipeline, from
+// start_ns (now_ns()) until now.
+void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t start_ns);
 // Receiver: the first buffer of r still free for `tag` (taken: buffers already claimed, or
 // NULL) and large enough for `size`, else kMismatch / kInvalidUsage naming the peer.
 Status match_buffer(Comm* c, const Request* r, int tag, uint64_t size, const bool* taken,

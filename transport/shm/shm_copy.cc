@@ -74,26 +74,25 @@ bool use_cma(Comm* c, Request* r) {
   if (r->cma >= 0) return r->cma == 1;
   bool cma = false;
   if (cma_permitted(c)) {
-    if (c->large == LargeMode::kCma) cma = true;
-    else if (c->large == LargeMode::kAuto && r->size >= c->cma_min) cma = true;
-    else if (c->large == LargeMode::kAuto && r->size >= c->adapt_min)
-      cma = choose_cma(c, r->size);
+    if (adaptive(c, r->size)) cma = choose_cma(c, r->size);
+    else cma = c->large == LargeMode::kCma ||
+               (c->large == LargeMode::kAuto && r->size >= c->cma_min);
   }
   r->cma = cma ? 1 : 0;
   return cma;
 }
 
-void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t ns) {
-  if (c->large != LargeMode::kAuto || size < c->adapt_min) return;
+void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t start_ns) {
   LargeChooser::Rate& x = c->chooser.rate[size_class(c, size)][cma ? 1 : 0];
-  const double t = static_cast<double>(std::max<int64_t>(ns, 1));
+  const int64_t now = now_ns();
+  const double t = static_cast<double>(std::max<int64_t>(now - start_ns, 1));
   if (x.ns + t > kWindowNs && x.ns > 0) {  // older copies make room for this one
     const double keep = std::max(0.0, (kWindowNs - t) / x.ns);
     x.bytes *= keep, x.ns *= keep;
   }
   x.bytes += static_cast<double>(bytes);
   x.ns += t;
-  x.at_ns = now_ns();
+  x.at_ns = now;
   x.trying = false;
 }
 

@@ -133,9 +133,9 @@ Status group_stream(Comm* c) {
     --c->chunk_budget;
     GroupMember& m = g.m[g.next];
     const size_t n = std::min(chunk, m.size - m.off);
-    const int64_t t0 = m.r->cma == 0 && m.r->size >= c->adapt_min ? now_ns() : 0;
+    const int64_t t0 = adaptive(c, m.r->size) ? now_ns() : 0;
     memcpy(chunk_at(c, c->chunk_head), m.r->data + m.off, n);
-    if (t0 != 0) copy_rate(c, false, m.r->size, n, now_ns() - t0);
+    if (t0 != 0) copy_rate(c, false, m.r->size, n, t0);
     m.off += n;
     c->sline->chunk_head.store(++c->chunk_head, std::memory_order_release);
     c->progressed = true;

@@ -57,11 +57,11 @@ Status send_cma(Comm* c, Request* r) {
     if (c->rline->rdv_seq.load(std::memory_order_acquire) != r->seq) return Status::kInProgress;
     uint64_t dst = c->rline->rdv_addr.load(std::memory_order_relaxed);
     size_t h = cma_half(r->size);
-    const int64_t t0 = now_ns();
+    const int64_t t0 = adaptive(c, r->size) ? now_ns() : 0;
     ZCX_TRY(cma_write(c, dst + h, r->data + h, r->size - h));
     // The receiver reads the other half meanwhile: the message moves at about the size over
     // this half's time.
-    copy_rate(c, true, r->size, r->size, now_ns() - t0);
+    if (t0 != 0) copy_rate(c, true, r->size, r->size, t0);
     c->sline->cma_part_done.store(r->seq, std::memory_order_release);
     r->phase = kSendCmaDone;
     c->progressed = true;
