@@ -81,7 +81,6 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
   c->name_ = std::move(name);
   c->eps_.assign(c->world_.size(), nullptr);
   c->data_eps_.assign(c->world_.size(), nullptr);
-  c->data_staged_.assign(c->world_.size(), 0);
   c->index_hosts();
   c->p2p_sent_.assign(c->world_.size(), 0);
   c->p2p_recvd_.assign(c->world_.size(), 0);
@@ -115,12 +114,11 @@ Status Comm::data_endpoint(int peer, Endpoint** ep, bool* staged) {
     const bool ipc = gpu_ && !gpu_->staging() && ctx_->reaches(world_[peer], "cuda_ipc");
     if (ipc) ZCX_TRY(ctx_->endpoint(world_[peer], &data_eps_[peer], "cuda_ipc"));
     else ZCX_TRY(endpoint(peer, &data_eps_[peer]));
-    data_staged_[peer] = !ipc;
     ZCX_INFO(kLogColl, "comm '%s': device memory to %s goes %s", name_.c_str(),
              peer_name(peer).c_str(), ipc ? "over cuda_ipc" : "staged through pinned host memory");
   }
   *ep = data_eps_[peer];
-  *staged = data_staged_[peer] != 0;
+  *staged = data_eps_[peer] == eps_[peer];  // the host endpoint itself
   return Status::kSuccess;
 }
 

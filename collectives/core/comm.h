@@ -204,7 +204,6 @@ class Comm final : public PeerLinks {
   std::vector<Endpoint*> eps_;
   GpuRunner* gpu_ = nullptr;
   std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ when staged
-  std::vector<uint8_t> data_staged_;
   std::deque<std::shared_ptr<Op>> queue_;
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;
