@@ -54,7 +54,9 @@ ContextOptions both_providers(int) {
   return ContextOptions{{fake_local_provider(), fake_provider()}, "same-host"};
 }
 
-void send_ring(Context& c, int r, size_t bytes, int rounds) {
+// device: through isend_device / irecv_device (host memory posing as GPU memory: the fake
+// providers copy with memcpy).
+void send_ring(Context& c, int r, size_t bytes, int rounds, bool device = false) {
   int n = c.nranks(), next = (r + 1) % n, prev = (r + n - 1) % n;
   Endpoint *to = nullptr, *from = nullptr;
   ASSERT_EQ(c.endpoint(next, &to), Status::kSuccess) << last_error();
@@ -63,8 +65,12 @@ void send_ring(Context& c, int r, size_t bytes, int rounds) {
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(r * 7 + i * 13 + round);
     Request *sreq = nullptr, *rreq = nullptr;
-    ASSERT_EQ(from->irecv(in.data(), in.size(), 0, &rreq), Status::kSuccess) << last_error();
-    ASSERT_EQ(to->isend(out.data(), bytes, 0, &sreq), Status::kSuccess) << last_error();
+    Status rs = device ? from->irecv_device(in.data(), in.size(), 0, &rreq)
+                       : from->irecv(in.data(), in.size(), 0, &rreq);
+    ASSERT_EQ(rs, Status::kSuccess) << last_error();
+    Status ss = device ? to->isend_device(out.data(), bytes, 0, &sreq)
+                       : to->isend(out.data(), bytes, 0, &sreq);
+    ASSERT_EQ(ss, Status::kSuccess) << last_error();
     size_t got = 0, sent = 0;
     ASSERT_EQ(c.wait(sreq, &sent), Status::kSuccess) << last_error();
     ASSERT_EQ(c.wait(rreq, &got), Status::kSuccess) << last_error();
@@ -90,6 +96,38 @@ TEST_F(ContextTest, RingOverLocalProviderWithRegistration) {
   }
   EXPECT_GT(fake_stats().send_retries.load(), 0);     // "retry later" was exercised
   EXPECT_GT(fake_stats().connect_pending.load(), 0);  // the connect loop too
+}
+
+// GPUDirect RDMA as the context sees it: a provider whose device takes GPU memory gets it
+// registered as ZCX_MEM_CUDA, and every receive into it completes only after the provider's
+// flush; host transfers on the same endpoint are neither. Without such a device the device
+// calls are refused, with the reason.
+TEST_F(ContextTest, DeviceMemoryRegisteredAsCudaAndFlushedAfterReceives) {
+  const int cuda_before = fake_stats().cuda_registrations.load();
+  const int flushes_before = fake_stats().flushes.load();
+  run(2, [](int r) { return ContextOptions{{test::fake_gdr_provider()}, "host" + std::to_string(r)}; },
+      [](Context& c, int r) {
+        Endpoint* ep = nullptr;
+        ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess) << last_error();
+        EXPECT_TRUE(ep->moves_device_memory());
+        send_ring(c, r, 4096, 3, /*device=*/true);
+        send_ring(c, r, 100, 2);  // host memory: registered as such, never flushed
+      });
+  // Each rank: its two device buffers once (cached), 3 device receives flushed.
+  EXPECT_EQ(fake_stats().cuda_registrations.load() - cuda_before, 2 * 2);
+  EXPECT_EQ(fake_stats().flushes.load() - flushes_before, 2 * 3);
+  run(2, [](int r) { return ContextOptions{{fake_provider()}, "host" + std::to_string(r)}; },
+      [](Context& c, int r) {
+        Endpoint* ep = nullptr;
+        ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess) << last_error();
+        EXPECT_FALSE(ep->moves_device_memory());
+        uint8_t byte = 0;
+        Request* req = nullptr;
+        EXPECT_EQ(ep->isend_device(&byte, 1, 0, &req), Status::kUnsupported);
+        EXPECT_NE(std::string(last_error()).find("does not move GPU memory"), std::string::npos)
+            << last_error();
+        ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+      });
 }
 
 TEST_F(ContextTest, LocalOnlyProviderSkippedAcrossHosts) {

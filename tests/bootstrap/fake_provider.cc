@@ -33,7 +33,8 @@ struct Req;
 struct Recv {
   std::shared_ptr<Channel> ch;
   zcx_peer_info_t peer;
-  std::set<Req*> open;  // receives not yet completed: dropped by close
+  std::set<Req*> open;       // receives not yet reported done: dropped by close
+  std::deque<Req*> waiting;  // posted, not yet given a message: matched in posting order
 };
 
 struct Listen {
@@ -57,7 +58,9 @@ struct Req {
   Recv* recv = nullptr;
   void* buf = nullptr;
   size_t cap = 0;
-  size_t sent = 0;
+  size_t sent = 0;              // send: its size; receive: the size of its message
+  bool matched = false;         // receive: its message arrived
+  bool too_big = false;         // ... and did not fit
 };
 
 std::mutex g_mu;
@@ -83,9 +86,12 @@ zcx_status_t fk_nodevices(void*, int* n) {
   *n = 0;
   return ZCX_SUCCESS;
 }
+template <bool kGdr>
 zcx_status_t fk_props(void*, int, zcx_device_props_t* p) {
   memset(p, 0, sizeof *p);
   strcpy(p->name, "fake0");
+  p->mem_kinds = ZCX_MEM_HOST | (kGdr ? ZCX_MEM_CUDA : 0);
+  p->needs_flush = kGdr;
   return ZCX_SUCCESS;
 }
 
@@ -119,7 +125,7 @@ zcx_status_t fk_connect(void* vctx, int, const void* handle, void** send_comm) {
   auto it = g_listens.find(id);
   if (it == g_listens.end()) return ZCX_ERR_REMOTE;
   auto ch = std::make_shared<Channel>();
-  auto* r = new Recv{ch, {ctx->self.rank, 0, {}}, {}};
+  auto* r = new Recv{ch, {ctx->self.rank, 0, {}}, {}, {}};
   memcpy(r->peer.host, ctx->self.host, sizeof r->peer.host);
   r->peer.host[sizeof r->peer.host - 1] = 0;
   it->second->pending.push_back(r);
@@ -143,9 +149,12 @@ zcx_status_t fk_peer_info(void* comm, zcx_peer_info_t* info) {
   return ZCX_SUCCESS;
 }
 
+template <bool kGdr>
 zcx_status_t fk_reg(void*, void* data, size_t size, int kind, void** mh) {
-  if (kind != ZCX_MEM_HOST || data == nullptr) return ZCX_ERR_INVALID_ARG;
+  bool cuda = kGdr && kind == ZCX_MEM_CUDA;
+  if ((kind != ZCX_MEM_HOST && !cuda) || data == nullptr) return ZCX_ERR_INVALID_ARG;
   fake_stats().registrations++;
+  if (cuda) fake_stats().cuda_registrations++;
   *mh = new Mr{data, size};
   return ZCX_SUCCESS;
 }
@@ -186,34 +195,53 @@ zcx_status_t fk_irecv(void* recv_comm, int n, void** data, size_t* sizes, int*, 
   auto* recv = static_cast<Recv*>(recv_comm);
   auto* req = new Req{false, recv, data[0], sizes[0], 0};
   recv->open.insert(req);
+  recv->waiting.push_back(req);
   *request = req;
   return ZCX_SUCCESS;
+}
+
+// Gives queued messages to the oldest waiting receives (posting order, like a real provider;
+// a receive tested before an older one must not take the older one's message).
+void match_waiting(Recv* recv) {
+  std::lock_guard<std::mutex> lock(recv->ch->mu);
+  while (!recv->ch->queue.empty() && !recv->waiting.empty()) {
+    Message m = std::move(recv->ch->queue.front());
+    recv->ch->queue.pop_front();
+    Req* r = recv->waiting.front();
+    recv->waiting.pop_front();
+    r->matched = true;
+    r->sent = m.data.size();
+    r->too_big = m.data.size() > r->cap;
+    if (!r->too_big && !m.data.empty()) memcpy(r->buf, m.data.data(), m.data.size());
+  }
 }
 
 zcx_status_t fk_test(void* request, int* done, size_t* sizes) {
   auto* r = static_cast<Req*>(request);
   *done = 0;
-  if (r->is_send) {
-    sizes[0] = r->sent;
-    *done = 1;
-    delete r;
-    return ZCX_SUCCESS;
+  if (!r->is_send) {
+    match_waiting(r->recv);
+    if (!r->matched) return ZCX_SUCCESS;
+    r->recv->open.erase(r);
   }
-  std::lock_guard<std::mutex> lock(r->recv->ch->mu);
-  if (r->recv->ch->queue.empty()) return ZCX_SUCCESS;
-  Message m = std::move(r->recv->ch->queue.front());
-  r->recv->ch->queue.pop_front();
-  r->recv->open.erase(r);
-  if (m.data.size() > r->cap) {
+  const bool too_big = r->too_big;
+  if (too_big)
     (void)set_error_quiet(Status::kInvalidUsage, "message of %zu bytes into a %zu-byte receive",
-                          m.data.size(), r->cap);
-    delete r;
-    return ZCX_ERR_INVALID_USAGE;
-  }
-  if (!m.data.empty()) memcpy(r->buf, m.data.data(), m.data.size());
-  sizes[0] = m.data.size();
+                          r->sent, r->cap);
+  sizes[0] = r->sent;
   *done = 1;
   delete r;
+  return too_big ? ZCX_ERR_INVALID_USAGE : ZCX_SUCCESS;
+}
+
+// The flush completes at its first test. A real device reads the buffer back (ib over RDMA).
+zcx_status_t fk_iflush(void* recv_comm, int n, void** data, size_t* sizes, void** mhs,
+                       void** request) {
+  *request = nullptr;
+  if (recv_comm == nullptr || n != 1 || mhs == nullptr || !covers(mhs[0], data[0], sizes[0]))
+    return ZCX_ERR_INVALID_ARG;
+  fake_stats().flushes++;
+  *request = new Req{true, nullptr, nullptr, 0, 0};
   return ZCX_SUCCESS;
 }
 
@@ -241,15 +269,15 @@ zcx_status_t fk_close_listen(void* c) {
   return ZCX_SUCCESS;
 }
 
-template <uint8_t kId, uint32_t kFlags, bool kHasDevice>
+template <uint8_t kId, uint32_t kFlags, bool kHasDevice, bool kGdr = false>
 const zcx_provider_ops_t* make_ops(const char* name) {
   constexpr bool kReg = kFlags & ZCX_PROVIDER_NEEDS_REG;
   static const zcx_provider_ops_t ops = {
       sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, name, kId, kFlags,
-      fk_init, fk_finalize, kHasDevice ? fk_devices : fk_nodevices, fk_props,
+      fk_init, fk_finalize, kHasDevice ? fk_devices : fk_nodevices, fk_props<kGdr>,
       fk_listen<kId>, fk_connect<kId>, fk_accept, fk_peer_info,
-      fk_reg, nullptr, fk_dereg,
-      fk_isend<kReg>, fk_irecv<kReg>, nullptr, fk_test,
+      fk_reg<kGdr>, nullptr, fk_dereg,
+      fk_isend<kReg>, fk_irecv<kReg>, kGdr ? fk_iflush : nullptr, fk_test,
       fk_close_send, fk_close_recv, fk_close_listen};
   return &ops;
 }
@@ -266,5 +294,8 @@ const zcx_provider_ops_t* fake_local_provider() {
   return make_ops<201, ZCX_PROVIDER_LOCAL_ONLY | ZCX_PROVIDER_NEEDS_REG, true>("fakelocal");
 }
 const zcx_provider_ops_t* fake_nodev_provider() { return make_ops<202, 0, false>("nodev"); }
+const zcx_provider_ops_t* fake_gdr_provider() {
+  return make_ops<203, ZCX_PROVIDER_NEEDS_REG, true, true>("fakegdr");
+}
 
 }  // namespace zcx::test

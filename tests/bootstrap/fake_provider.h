@@ -1,6 +1,7 @@
 // An in-process fake provider for context and API tests: connections are queues shared by
 // threads of one process. Variants: "fake" (plain), "fakelocal" (LOCAL_ONLY + NEEDS_REG),
-// "nodev" (no device). It exercises the context's logic: connect returning NULL for a while,
+// "nodev" (no device), "fakegdr" (NEEDS_REG, its device takes GPU memory and asks for a flush
+// after receives into it: GPUDirect RDMA as the context sees it). It exercises the context's logic: connect returning NULL for a while,
 // isend answering "retry later" (NULL request), registration, peer_info, truncation.
 #pragma once
 
@@ -13,9 +14,14 @@ namespace zcx::test {
 const zcx_provider_ops_t* fake_provider();        // id 200
 const zcx_provider_ops_t* fake_local_provider();  // id 201: LOCAL_ONLY | NEEDS_REG
 const zcx_provider_ops_t* fake_nodev_provider();  // id 202: 0 devices
+// id 203: NEEDS_REG, mem_kinds HOST|CUDA, needs_flush. Its transfers copy with memcpy, so
+// "GPU memory" must be host-addressable (the simulated CUDA runtime's is).
+const zcx_provider_ops_t* fake_gdr_provider();
 
 struct FakeStats {
   std::atomic<int> registrations{0};
+  std::atomic<int> cuda_registrations{0};  // of those, kind ZCX_MEM_CUDA (fakegdr)
+  std::atomic<int> flushes{0};             // iflush calls (fakegdr)
   std::atomic<int> deregistrations{0};
   std::atomic<int> send_retries{0};      // isend calls answered with a NULL request
   std::atomic<int> connect_pending{0};   // connect calls answered with a NULL comm

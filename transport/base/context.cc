@@ -34,6 +34,13 @@ std::string local_host_identity() {
   return local_host_name() + "/" + boot_id;
 }
 
+Status Endpoint::isend_device(const void*, size_t, int, Request**) {
+  return set_error(Status::kUnsupported, kLogNet, "this endpoint does not move GPU memory");
+}
+Status Endpoint::irecv_device(void*, size_t, int, Request**) {
+  return set_error(Status::kUnsupported, kLogNet, "this endpoint does not move GPU memory");
+}
+
 Status Context::create(std::unique_ptr<Bootstrap> bs, std::unique_ptr<Context>* out) {
   return create(std::move(bs), ContextOptions{}, out);
 }
@@ -80,6 +87,11 @@ Status ContextImpl::open_providers(const ContextOptions& options) {
       continue;
     }
     p.accepted.assign(static_cast<size_t>(nranks()), nullptr);
+    zcx_device_props_t props{};
+    if (ops->get_properties(p.ctx, 0, &props) == ZCX_SUCCESS) {
+      p.mem_kinds = props.mem_kinds;
+      p.needs_flush = props.needs_flush != 0;
+    }
     providers_.push_back(std::move(p));
   }
   return Status::kSuccess;

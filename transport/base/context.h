@@ -26,6 +26,15 @@ class Endpoint {
   // through the context's cache when the provider needs it). *req is never null on success.
   virtual Status isend(const void* buf, size_t size, int tag, Request** req) = 0;
   virtual Status irecv(void* buf, size_t size, int tag, Request** req) = 0;
+  // Whether the *_device calls take CUDA device memory here without staging: cuda_ipc, or a
+  // provider whose device registers GPU memory (GPUDirect RDMA: ib with nvidia_peermem or
+  // dmabuf, UCX built with CUDA).
+  virtual bool moves_device_memory() const { return false; }
+  // isend/irecv on device memory: registered as ZCX_MEM_CUDA where the provider needs a
+  // registration, and a receive completes only after the provider's iflush where its device
+  // asks for one. Default: kUnsupported.
+  virtual Status isend_device(const void* buf, size_t size, int tag, Request** req);
+  virtual Status irecv_device(void* buf, size_t size, int tag, Request** req);
 };
 
 // What Context::create uses instead of the defaults (tests inject fake providers and host
@@ -71,6 +80,11 @@ class Context {
   // connection through the cache on first use; deregistering drops those registrations.
   virtual Status mem_register(void* buf, size_t size) = 0;
   virtual Status mem_deregister(void* buf, size_t size) = 0;
+  // Deregisters the cached registrations inside [buf, buf+size) of device memory that no
+  // live request uses. Device registrations last one operation: CUDA may hand a freed
+  // buffer's address to a new allocation, and a cached registration would still name the
+  // old pages (host memory is the caller's to keep, as in NCCL).
+  virtual void drop_device_registrations(const void* buf, size_t size) { (void)buf, (void)size; }
 };
 
 }  // namespace zcx

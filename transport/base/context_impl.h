@@ -34,6 +34,8 @@ struct ProviderSlot {
   void* listen_comm = nullptr;
   uint8_t handle[ZCX_HANDLE_BYTES] = {};
   std::vector<void*> accepted;   // per peer rank: its send comm's receiving side
+  uint32_t mem_kinds = ZCX_MEM_HOST;  // of device 0 (get_properties), the one it listens on
+  bool needs_flush = false;           // receives into GPU memory need iflush
 };
 
 struct RemoteRank {
@@ -53,6 +55,10 @@ class Request {
   size_t size = 0;
   int tag = 0;
   void* preq = nullptr;  // the provider's request once posted
+  int mem_kind = ZCX_MEM_HOST;  // ZCX_MEM_CUDA: posted by isend_device / irecv_device
+  void* mh = nullptr;           // its registration (providers that need one)
+  bool flushing = false;        // received; preq is now the provider's iflush
+  size_t moved = 0;             // bytes the provider moved (a receive's, after its flush)
   Status error = Status::kSuccess;  // posting failed: reported by the next test of it
   std::string error_text;
 };
@@ -65,6 +71,10 @@ class EndpointImpl final : public Endpoint {
   const zcx_provider_ops_t* provider() const override;
   Status isend(const void* buf, size_t size, int tag, Request** req) override;
   Status irecv(void* buf, size_t size, int tag, Request** req) override;
+  bool moves_device_memory() const override;
+  Status isend_device(const void* buf, size_t size, int tag, Request** req) override;
+  Status irecv_device(void* buf, size_t size, int tag, Request** req) override;
+  Status transfer(bool is_send, void* buf, size_t size, int tag, int mem_kind, Request** req);
 
   ContextImpl* ctx_;
   const int peer_;
@@ -97,18 +107,24 @@ class ContextImpl final : public Context {
   void abort() override;
   Status mem_register(void* buf, size_t size) override;
   Status mem_deregister(void* buf, size_t size) override;
+  void drop_device_registrations(const void* buf, size_t size) override;
 
   // Used by EndpointImpl / requests (context_request.cc).
   Status post(Request* req);             // queues it behind earlier unposted ones
   void flush_unposted(EndpointImpl* ep, bool sends);
   Status post_now(Request* req);
-  Status mhandle_for(size_t slot, void* comm, void* buf, size_t size, void** mh);
-  // Drops cached registrations inside [buf, buf+size) (everything when buf is null).
-  void release_registrations(const void* buf, size_t size);
+  Status mhandle_for(size_t slot, void* comm, void* buf, size_t size, int kind, void** mh);
+  // A receive into GPU memory that the provider's device wants flushed: posts the iflush
+  // (the request then waits for it). *started false: nothing to flush.
+  Status start_flush(Request* req, bool* started);
+  // Drops cached registrations inside [buf, buf+size) (everything when buf is null); with
+  // keep_live, not those a live request uses.
+  void release_registrations(const void* buf, size_t size, bool keep_live = false);
   ProviderSlot& slot(size_t i) { return providers_[i]; }
   std::string who(int rank) const { return describe_peer(*bs_, rank); }
   Status check_usable() const;
-  Request* new_request(EndpointImpl* ep, bool is_send, void* buf, size_t size, int tag);
+  Request* new_request(EndpointImpl* ep, bool is_send, void* buf, size_t size, int tag,
+                       int mem_kind);
   void free_request(Request* req);
 
  private:

@@ -11,34 +11,48 @@ namespace zcx {
 
 const zcx_provider_ops_t* EndpointImpl::provider() const { return ctx_->slot(slot_).ops; }
 
+bool EndpointImpl::moves_device_memory() const {
+  const ProviderSlot& p = ctx_->slot(slot_);
+  return (p.mem_kinds & ZCX_MEM_CUDA) != 0;
+}
+
 Status EndpointImpl::isend(const void* buf, size_t size, int tag, Request** req) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  ZCX_CHECK_ARG(req != nullptr, kLogNet, "isend: request output is NULL");
-  ZCX_CHECK_ARG(buf != nullptr || size == 0, kLogNet, "isend: buffer is NULL");
-  ZCX_CHECK_ARG(size <= PTRDIFF_MAX && reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size,
-                kLogNet, "isend: size %zu overflows the address space", size);
-  ZCX_TRY(ctx_->check_usable());
-  Request* r = ctx_->new_request(this, true, const_cast<void*>(buf), size, tag);
-  ZCX_TRY(ctx_->post(r));  // on failure post has freed it
-  *req = r;
-  return Status::kSuccess;
+  return transfer(true, const_cast<void*>(buf), size, tag, ZCX_MEM_HOST, req);
 }
-
 Status EndpointImpl::irecv(void* buf, size_t size, int tag, Request** req) {
+  return transfer(false, buf, size, tag, ZCX_MEM_HOST, req);
+}
+Status EndpointImpl::isend_device(const void* buf, size_t size, int tag, Request** req) {
+  return transfer(true, const_cast<void*>(buf), size, tag, ZCX_MEM_CUDA, req);
+}
+Status EndpointImpl::irecv_device(void* buf, size_t size, int tag, Request** req) {
+  return transfer(false, buf, size, tag, ZCX_MEM_CUDA, req);
+}
+
+Status EndpointImpl::transfer(bool is_send, void* buf, size_t size, int tag, int mem_kind,
+                              Request** req) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  ZCX_CHECK_ARG(req != nullptr, kLogNet, "irecv: request output is NULL");
-  ZCX_CHECK_ARG(buf != nullptr || size == 0, kLogNet, "irecv: buffer is NULL");
+  const char* what = is_send ? (mem_kind == ZCX_MEM_HOST ? "isend" : "isend_device")
+                             : (mem_kind == ZCX_MEM_HOST ? "irecv" : "irecv_device");
+  ZCX_CHECK_ARG(req != nullptr, kLogNet, "%s: request output is NULL", what);
+  ZCX_CHECK_ARG(buf != nullptr || size == 0, kLogNet, "%s: buffer is NULL", what);
   ZCX_CHECK_ARG(size <= PTRDIFF_MAX && reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size,
-                kLogNet, "irecv: size %zu overflows the address space", size);
+                kLogNet, "%s: size %zu overflows the address space", what, size);
+  if (mem_kind != ZCX_MEM_HOST && !moves_device_memory())
+    return set_error(Status::kUnsupported, kLogNet,
+                     "%s: %s does not move GPU memory on this device (no GPUDirect RDMA)", what,
+                     provider()->name);
   ZCX_TRY(ctx_->check_usable());
-  Request* r = ctx_->new_request(this, false, buf, size, tag);
+  Request* r = ctx_->new_request(this, is_send, buf, size, tag, mem_kind);
   ZCX_TRY(ctx_->post(r));  // on failure post has freed it
   *req = r;
   return Status::kSuccess;
 }
 
-Request* ContextImpl::new_request(EndpointImpl* ep, bool is_send, void* buf, size_t size, int tag) {
+Request* ContextImpl::new_request(EndpointImpl* ep, bool is_send, void* buf, size_t size, int tag,
+                                  int mem_kind) {
   auto* r = new Request;
+  r->mem_kind = mem_kind;
   r->ep = ep;
   r->is_send = is_send;
   r->buf = buf;
@@ -92,7 +106,8 @@ Status ContextImpl::post_now(Request* req) {
   }
   void* mh = nullptr;
   if ((p.ops->flags & ZCX_PROVIDER_NEEDS_REG) && req->size > 0)
-    ZCX_TRY(mhandle_for(ep->slot_, comm, req->buf, req->size, &mh));
+    ZCX_TRY(mhandle_for(ep->slot_, comm, req->buf, req->size, req->mem_kind, &mh));
+  req->mh = mh;
   zcx_status_t rc;
   if (req->is_send) {
     rc = p.ops->isend(comm, req->buf, req->size, req->tag, mh, &req->preq);
@@ -137,9 +152,41 @@ Status ContextImpl::test(Request* req, bool* done, size_t* size) {
     return s;
   }
   if (!d) return Status::kSuccess;
-  if (size) *size = sizes[0];
+  if (!req->flushing) {
+    req->moved = sizes[0];
+    bool flushing = false;
+    ZCX_TRY(start_flush(req, &flushing));  // on failure it has freed req
+    if (flushing) return Status::kSuccess;
+  }
+  if (size) *size = req->moved;
   free_request(req);
   *done = true;
+  return Status::kSuccess;
+}
+
+// NCCL's rule: data a NIC wrote into GPU memory may not yet be visible to the GPU when the
+// receive completes; a device that says needs_flush orders it with iflush (NCCL's own ib
+// transport reads the buffer back over RDMA). Host memory and sends never need one.
+Status ContextImpl::start_flush(Request* req, bool* started) {
+  *started = false;
+  ProviderSlot& p = providers_[req->ep->slot_];
+  if (req->is_send || req->mem_kind != ZCX_MEM_CUDA || !p.needs_flush || req->moved == 0 ||
+      p.ops->iflush == nullptr)
+    return Status::kSuccess;
+  void* comm = p.accepted[static_cast<size_t>(req->ep->peer_)];
+  void* data = req->buf;
+  size_t size = req->moved;
+  void* flush = nullptr;
+  zcx_status_t rc = p.ops->iflush(comm, 1, &data, &size, &req->mh, &flush);
+  if (rc != ZCX_SUCCESS) {
+    Status s = set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s flush of a receive from %s failed: %s",
+                         rank(), p.ops->name, who(req->ep->peer_).c_str(), last_error());
+    free_request(req);
+    return s;
+  }
+  req->preq = flush;  // null: the provider had nothing to flush
+  req->flushing = flush != nullptr;
+  *started = req->flushing;
   return Status::kSuccess;
 }
 
@@ -166,7 +213,8 @@ Status ContextImpl::wait(Request* req, size_t* size) {
   }
 }
 
-Status ContextImpl::mhandle_for(size_t slot, void* comm, void* buf, size_t size, void** mh) {
+Status ContextImpl::mhandle_for(size_t slot, void* comm, void* buf, size_t size, int kind,
+                                void** mh) {
   auto key = std::make_tuple(slot, comm, buf, size);
   auto it = reg_cache_.find(key);
   if (it != reg_cache_.end()) {
@@ -174,27 +222,36 @@ Status ContextImpl::mhandle_for(size_t slot, void* comm, void* buf, size_t size,
     return Status::kSuccess;
   }
   ProviderSlot& p = providers_[slot];
-  zcx_status_t rc = p.ops->reg_mr(comm, buf, size, ZCX_MEM_HOST, mh);
+  zcx_status_t rc = p.ops->reg_mr(comm, buf, size, kind, mh);
   if (rc != ZCX_SUCCESS)
-    return set_error(static_cast<Status>(rc), kLogMem, "rank %d: %s cannot register %zu bytes at %p: %s",
-                     rank(), p.ops->name, size, buf, last_error());
+    return set_error(static_cast<Status>(rc), kLogMem, "rank %d: %s cannot register %zu bytes %sat %p: %s",
+                     rank(), p.ops->name, size, kind == ZCX_MEM_CUDA ? "of GPU memory " : "", buf,
+                     last_error());
   reg_cache_.emplace(key, *mh);
   return Status::kSuccess;
 }
 
-void ContextImpl::release_registrations(const void* buf, size_t size) {
+void ContextImpl::release_registrations(const void* buf, size_t size, bool keep_live) {
   auto lo = reinterpret_cast<uintptr_t>(buf);
+  std::set<void*> in_use;
+  if (keep_live)
+    for (const Request* r : live_requests_) in_use.insert(r->mh);
   for (auto it = reg_cache_.begin(); it != reg_cache_.end();) {
     auto [slot, comm, ptr, len] = it->first;
     auto start = reinterpret_cast<uintptr_t>(ptr);
     bool inside = buf == nullptr || (start >= lo && start - lo < size && len <= size - (start - lo));
-    if (!inside) {
+    if (!inside || in_use.count(it->second)) {
       ++it;
       continue;
     }
     (void)providers_[slot].ops->dereg_mr(comm, it->second);
     it = reg_cache_.erase(it);
   }
+}
+
+void ContextImpl::drop_device_registrations(const void* buf, size_t size) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (buf != nullptr && size > 0) release_registrations(buf, size, /*keep_live=*/true);
 }
 
 Status ContextImpl::mem_register(void* buf, size_t size) {
