@@ -107,18 +107,25 @@ Status Comm::endpoint(int peer, Endpoint** ep) {
   return Status::kSuccess;
 }
 
-// Both sides decide alike (reaches() reads what both ranks opened): cuda_ipc where it reaches
-// the peer and staging is not forced, else the host endpoint through pinned bounce buffers.
+// Both sides pick the same endpoint (reaches() reads what both ranks opened): cuda_ipc where
+// it reaches the peer and staging is not forced, else the host endpoint. Over the host
+// endpoint each side alone decides whether its device memory goes straight to the provider
+// (GPUDirect RDMA) or through pinned bounce buffers: the bytes on the wire are the same.
 Status Comm::data_endpoint(int peer, Endpoint** ep, bool* staged) {
+  const bool forced = gpu_ && gpu_->staging();
   if (!data_eps_[peer]) {
-    const bool ipc = gpu_ && !gpu_->staging() && ctx_->reaches(world_[peer], "cuda_ipc");
+    const bool ipc = gpu_ && !forced && ctx_->reaches(world_[peer], "cuda_ipc");
     if (ipc) ZCX_TRY(ctx_->endpoint(world_[peer], &data_eps_[peer], "cuda_ipc"));
     else ZCX_TRY(endpoint(peer, &data_eps_[peer]));
-    ZCX_INFO(kLogColl, "comm '%s': device memory to %s goes %s", name_.c_str(),
-             peer_name(peer).c_str(), ipc ? "over cuda_ipc" : "staged through pinned host memory");
+    Endpoint* e = data_eps_[peer];
+    ZCX_INFO(kLogColl, "comm '%s': device memory to %s goes %s%s", name_.c_str(),
+             peer_name(peer).c_str(), ipc ? "over cuda_ipc"
+             : !forced && e->moves_device_memory() ? "by GPUDirect RDMA over "
+                                                   : "staged through pinned host memory over ",
+             ipc ? "" : e->provider()->name);
   }
   *ep = data_eps_[peer];
-  *staged = data_eps_[peer] == eps_[peer];  // the host endpoint itself
+  *staged = *ep == eps_[peer] && (forced || !(*ep)->moves_device_memory());
   return Status::kSuccess;
 }
 

@@ -203,7 +203,7 @@ class Comm final : public PeerLinks {
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;  // per-peer message numbers
   std::vector<Endpoint*> eps_;
   GpuRunner* gpu_ = nullptr;
-  std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ when staged
+  std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ (GPUDirect or staged)
   std::deque<std::shared_ptr<Op>> queue_;
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;

@@ -135,6 +135,20 @@ Status GpuRunner::Impl::wait_for(cudaStream_t user) const {
   return wait_stream_input(queued, nullptr);
 }
 
+namespace {
+// Whether the device may see a NIC's writes (GPUDirect RDMA) after the receive completed on
+// the host, and can flush them from the host (cudaDeviceFlushGPUDirectRDMAWrites).
+bool needs_gdr_flush(int device) {
+  int ordering = 0, options = 0;
+  const CudaApi* api = cuda_shim();
+  if (api->device_get_attribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) != cudaSuccess ||
+      api->device_get_attribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device) != cudaSuccess)
+    return false;
+  return ordering < cudaGPUDirectRDMAWritesOrderingOwner &&
+         (options & cudaFlushGPUDirectRDMAWritesOptionHost) != 0;
+}
+}  // namespace
+
 GpuRunner::GpuRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuRunner::~GpuRunner() = default;
 
@@ -150,13 +164,17 @@ Status GpuRunner::create(int device, std::unique_ptr<GpuRunner>* out) {
   ZCX_CUDACHECK(api->stream_create_with_flags(&impl->stream, cudaStreamNonBlocking));
   ZCX_CUDACHECK(api->event_create_with_flags(&impl->queued, cudaEventDisableTiming));
   impl->io.stream = impl->stream;
+  impl->io.flush_gdr_writes = needs_gdr_flush(device);
   impl->io.pinned = std::make_shared<ScratchPool>(pinned_memory());
   impl->scratch = std::make_shared<ScratchPool>(device_memory(device));
   if (gpu_async_enabled())
     ZCX_TRY(GpuAsync::create(device, impl->queued, impl->io.pinned, &impl->async));
-  ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s, %s)", device,
-           impl->staging ? "staged through pinned host memory" : "cuda_ipc where it reaches",
-           impl->async ? "asynchronous" : "synchronous");
+  ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s, %s; GPUDirect receives %s)",
+           device,
+           impl->staging ? "staged through pinned host memory"
+                         : "cuda_ipc where it reaches, GPUDirect RDMA where the provider has it",
+           impl->async ? "asynchronous" : "synchronous",
+           impl->io.flush_gdr_writes ? "flushed" : "ordered by the device");
   out->reset(new GpuRunner(std::move(impl)));
   return Status::kSuccess;
 }

@@ -24,6 +24,11 @@ Executor::Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& des
       last_progress_ns_(now_ns()),
       timeout_ms_(timeout_ms) {}
 
+void Executor::drop_device_registrations() {
+  for (auto [p, n] : device_regs_) links_->context().drop_device_registrations(p, n);
+  device_regs_.clear();
+}
+
 bool Executor::deps_done(int i) const {
   const Task& t = sched_->tasks()[i];
   for (uint32_t d = t.dep_begin; d < t.dep_end; ++d)
@@ -61,6 +66,8 @@ Status Executor::issue(int i) {
   }
   ZCX_TRY(t.kind == TaskKind::kSend ? issue_send(i, ep, data_ep, staged)
                                     : issue_recv(i, ep, data_ep, staged));
+  if (on_device() && !staged && t.bytes != 0 && (data_ep->provider()->flags & ZCX_PROVIDER_NEEDS_REG))
+    device_regs_.emplace_back(t.kind == TaskKind::kSend ? t.src : t.dst, t.bytes);
   if (slots_[i].hdr_done && slots_[i].data_done) complete_[i] = 1;  // nothing to wait for
   else inflight_.push_back(i);
   return Status::kSuccess;
@@ -81,8 +88,9 @@ Status Executor::issue_send(int i, Endpoint* ep, Endpoint* data_ep, bool staged)
   }
   if (t.bytes == 0) return Status::kSuccess;
   if (staged) ZCX_TRY(stage_out(t, s));
-  const void* data = staged ? s.bounce->data() : t.src;
-  Status st = data_ep->isend(data, t.bytes, tag, &s.req);
+  Status st = !on_device() ? data_ep->isend(t.src, t.bytes, tag, &s.req)
+              : staged     ? data_ep->isend(s.bounce->data(), t.bytes, tag, &s.req)
+                           : data_ep->isend_device(t.src, t.bytes, tag, &s.req);
   if (st != Status::kSuccess) return fail(st, t, "sending to");
   s.data_done = false;
   return Status::kSuccess;
@@ -100,8 +108,11 @@ Status Executor::issue_recv(int i, Endpoint* ep, Endpoint* data_ep, bool staged)
   }
   if (t.bytes == 0) return Status::kSuccess;
   if (staged) ZCX_TRY(stage_buffer(t, s));
-  void* dst = staged ? s.bounce->data() : t.dst;
-  Status st = data_ep->irecv(dst, t.bytes, tag, &s.req);
+  Status st = !on_device() ? data_ep->irecv(t.dst, t.bytes, tag, &s.req)
+              : staged     ? data_ep->irecv(s.bounce->data(), t.bytes, tag, &s.req)
+                           : data_ep->irecv_device(t.dst, t.bytes, tag, &s.req);
+  // cuda_ipc's sender copies and then says DONE: only a NIC's writes may arrive unordered.
+  s.gpudirect = on_device() && !staged && !(data_ep->provider()->flags & ZCX_PROVIDER_DEVICE_ONLY);
   if (st != Status::kSuccess) return fail(st, t, "receiving from");
   s.data_done = false;
   return Status::kSuccess;
@@ -156,6 +167,7 @@ Status Executor::test(int i, bool* complete) {
       return set_error(Status::kMismatch, kLogColl, "%s: %s sent %zu bytes where %zu were expected",
                        what().c_str(), links_->peer_name(t.peer).c_str(), size, t.bytes);
     if (s.bounce && t.kind == TaskKind::kRecv) ZCX_TRY(stage_in(t, s));
+    if (s.gpudirect) ZCX_TRY(flush_gdr_writes());
     s.bounce.reset();
   }
   *complete = true;
@@ -187,6 +199,7 @@ Status Executor::progress(bool* done) {
     if (moved) idle_calls_ = 0, moved_since_clock_ = true;
   }
   *done = next_ == tasks.size() && inflight_.empty();
+  if (*done) drop_device_registrations();
   // The clock is read once per 32 idle calls: on the small-message path it was a visible
   // share of each operation, and the timeout is seconds long.
   if (*done || (++idle_calls_ & 31) != 0) return Status::kSuccess;

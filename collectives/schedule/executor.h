@@ -22,6 +22,9 @@ namespace zcx::coll {
 struct DeviceIo {
   void* stream = nullptr;               // cudaStream_t of the communicator's GPU runner
   std::shared_ptr<ScratchPool> pinned;  // bounce buffers of staged transfers
+  // The device may see a NIC's writes late (GPUDirect RDMA writes unordered, host-side flush
+  // supported): after a receive into device memory over the network, flush them.
+  bool flush_gdr_writes = false;
 };
 
 // What the executor needs from a communicator.
@@ -35,8 +38,9 @@ class PeerLinks {
   // that ranks not linked to a dead rank still name it), or -1.
   virtual int dead_member() { return -1; }
   // Device memory: the endpoint that carries it to `peer`, either one that moves GPU memory
-  // itself (cuda_ipc, *staged = false) or a host endpoint that the executor feeds through
-  // pinned bounce buffers (*staged = true). Descriptors always go over endpoint().
+  // itself (cuda_ipc, or the host endpoint where its provider does GPUDirect RDMA; *staged =
+  // false) or a host endpoint that the executor feeds through pinned bounce buffers (*staged
+  // = true). Descriptors always go over endpoint().
   virtual Status data_endpoint(int peer, Endpoint** ep, bool* staged) {
     *staged = false;
     return endpoint(peer, ep);
@@ -63,6 +67,7 @@ class Executor {
     bool hdr_done = true;
     bool data_done = true;
     std::unique_ptr<ScratchBlock> bounce;  // staged device transfer: its host copy
+    bool gpudirect = false;  // a receive straight into device memory over the network
   };
   bool deps_done(int i) const;
   Status issue(int i);
@@ -76,6 +81,7 @@ class Executor {
   Status stage_out(const Task& t, Slot& s);  // send: device -> bounce
   Status stage_buffer(const Task& t, Slot& s);
   Status stage_in(const Task& t, Slot& s);   // received: bounce -> device
+  Status flush_gdr_writes();                 // after a GPUDirect receive (DeviceIo)
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);
   Status fail(Status st, const Task& t, const char* action);
@@ -92,6 +98,11 @@ class Executor {
   std::vector<uint8_t> link_sent_, link_recv_;  // per peer: descriptor done on this link
   std::vector<uint8_t> link_ok_;     // per peer: its descriptor arrived and matched
   std::vector<int> inflight_;
+  // Device ranges handed to a provider that registers memory (GPUDirect RDMA): their
+  // registrations last this operation (Context::drop_device_registrations). A failed
+  // operation leaves them to the context's teardown: the communicator is unusable then.
+  std::vector<std::pair<const void*, size_t>> device_regs_;
+  void drop_device_registrations();
   size_t next_ = 0;
   int64_t last_progress_ns_;
   Status check_members(int64_t now);

@@ -67,6 +67,18 @@ Status Executor::stage_in(const Task& t, Slot& s) {
   return copy(links_->device_io(), t.dst, s.bounce->data(), t.bytes, cudaMemcpyHostToDevice);
 }
 
+// Before the received data feeds a kernel or a send (the task's dependents). The calling
+// thread's current device is the runner's (CudaDeviceGuard, or the progress thread's own).
+Status Executor::flush_gdr_writes() {
+  const DeviceIo* io = nullptr;
+  ZCX_TRY(io_of(links_, &io));
+  if (!io->flush_gdr_writes) return Status::kSuccess;
+  return cuda_check(cuda_shim()->flush_gpudirect_rdma_writes(
+                        cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                        cudaFlushGPUDirectRDMAWritesToOwner),
+                    "cudaDeviceFlushGPUDirectRDMAWrites");
+}
+
 #else  // a build without CUDA has no device schedules (the API refuses streams)
 
 namespace {
@@ -79,6 +91,7 @@ Status Executor::device_compute(const Task&) { return no_cuda(); }
 Status Executor::stage_buffer(const Task&, Slot&) { return no_cuda(); }
 Status Executor::stage_out(const Task&, Slot&) { return no_cuda(); }
 Status Executor::stage_in(const Task&, Slot&) { return no_cuda(); }
+Status Executor::flush_gdr_writes() { return no_cuda(); }
 
 #endif
 

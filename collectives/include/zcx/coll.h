@@ -15,7 +15,9 @@
  * in zcx_comm_get_async_error and at the next call. ZCX_GPU_ASYNC=0: the call waits for the
  * stream's earlier work, runs the operation and returns with the result in place.
  * Reductions run as CUDA kernels; data moves over cuda_ipc between ranks of one host, else
- * through pinned host memory over the host providers (ZCX_GPU_STAGING=1 forces that). The
+ * by GPUDirect RDMA where the host provider's device takes GPU memory (ib with nvidia_peermem
+ * or dmabuf, UCX built with CUDA), else through pinned host memory over the host providers
+ * (ZCX_GPU_STAGING=1 forces that). The
  * request forms, send/recv and groups take host buffers only (a stream there is refused).
  *
  * Blocking forms return when this rank's part is complete. The zcx_coll_i* forms return a

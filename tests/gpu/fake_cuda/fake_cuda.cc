@@ -226,10 +226,22 @@ FAKE_API cudaError_t cudaSetDevice(int d) {
   t_context = true;
   return cudaSuccess;
 }
-FAKE_API cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
-  *v = 0;
+// The device reports GPUDirect RDMA writes as unordered with host-side flushes supported
+// (as a PCIe GPU does), so zcx's flush after a GPUDirect receive runs here; every other
+// attribute reads 0.
+FAKE_API cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
+  *v = attr == cudaDevAttrGPUDirectRDMAFlushWritesOptions ? cudaFlushGPUDirectRDMAWritesOptionHost
+                                                          : 0;
   return cudaSuccess;
 }
+static std::atomic<long> g_gdr_flushes{0};
+FAKE_API cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTarget,
+                                                        cudaFlushGPUDirectRDMAWritesScope) {
+  g_gdr_flushes++;
+  return cudaSuccess;
+}
+// For tests: how many flushes zcx asked for in this process.
+FAKE_API long fake_cuda_gdr_flushes() { return g_gdr_flushes.load(); }
 FAKE_API cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int) {
   std::snprintf(id, static_cast<size_t>(len), "0000:00:00.0");
   return cudaSuccess;

@@ -67,7 +67,8 @@ bool resolve_runtime_devices(DlLibrary& r, CudaApi* a, std::string* why) {
          r.need("cudaDeviceGetPCIBusId", a->device_get_pci_bus_id, why) &&
          r.need("cudaDeviceCanAccessPeer", a->device_can_access_peer, why) &&
          r.need("cudaPointerGetAttributes", a->pointer_get_attributes, why) &&
-         r.need("cudaDeviceSynchronize", a->device_synchronize, why);
+         r.need("cudaDeviceSynchronize", a->device_synchronize, why) &&
+         r.need("cudaDeviceFlushGPUDirectRDMAWrites", a->flush_gpudirect_rdma_writes, why);
 }
 
 bool resolve_runtime_memory(DlLibrary& r, CudaApi* a, std::string* why) {

@@ -73,6 +73,8 @@ struct CudaApi {
   decltype(&::cudaEventQuery) event_query;
   decltype(&::cudaEventElapsedTime) event_elapsed_time;
   decltype(&::cudaDeviceSynchronize) device_synchronize;
+  // Makes what a NIC wrote into device memory (GPUDirect RDMA) visible to the GPU.
+  decltype(&::cudaDeviceFlushGPUDirectRDMAWrites) flush_gpudirect_rdma_writes;
 };
 
 // Loads both libraries once per process (names from ZCX_CUDA_DRIVER_LIBRARY and
