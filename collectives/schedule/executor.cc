@@ -111,8 +111,12 @@ Status Executor::issue_recv(int i, Endpoint* ep, Endpoint* data_ep, bool staged)
   Status st = !on_device() ? data_ep->irecv(t.dst, t.bytes, tag, &s.req)
               : staged     ? data_ep->irecv(s.bounce->data(), t.bytes, tag, &s.req)
                            : data_ep->irecv_device(t.dst, t.bytes, tag, &s.req);
-  // cuda_ipc's sender copies and then says DONE: only a NIC's writes may arrive unordered.
-  s.gpudirect = on_device() && !staged && !(data_ep->provider()->flags & ZCX_PROVIDER_DEVICE_ONLY);
+  // A NIC's writes into device memory may land after the receive completed: a provider
+  // with iflush orders them itself (the context calls it), otherwise the GPU is flushed.
+  // cuda_ipc's sender copies and then says DONE: nothing to flush.
+  const zcx_provider_ops_t* ops = data_ep->provider();
+  s.gpu_flush = on_device() && !staged && !(ops->flags & ZCX_PROVIDER_DEVICE_ONLY) &&
+                ops->iflush == nullptr;
   if (st != Status::kSuccess) return fail(st, t, "receiving from");
   s.data_done = false;
   return Status::kSuccess;
@@ -167,7 +171,7 @@ Status Executor::test(int i, bool* complete) {
       return set_error(Status::kMismatch, kLogColl, "%s: %s sent %zu bytes where %zu were expected",
                        what().c_str(), links_->peer_name(t.peer).c_str(), size, t.bytes);
     if (s.bounce && t.kind == TaskKind::kRecv) ZCX_TRY(stage_in(t, s));
-    if (s.gpudirect) ZCX_TRY(flush_gdr_writes());
+    if (s.gpu_flush) ZCX_TRY(flush_gdr_writes());
     s.bounce.reset();
   }
   *complete = true;

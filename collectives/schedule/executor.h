@@ -67,7 +67,7 @@ class Executor {
     bool hdr_done = true;
     bool data_done = true;
     std::unique_ptr<ScratchBlock> bounce;  // staged device transfer: its host copy
-    bool gpudirect = false;  // a receive straight into device memory over the network
+    bool gpu_flush = false;  // a GPUDirect receive whose provider has no iflush
   };
   bool deps_done(int i) const;
   Status issue(int i);

@@ -86,12 +86,14 @@ zcx_status_t fk_nodevices(void*, int* n) {
   *n = 0;
   return ZCX_SUCCESS;
 }
-template <bool kGdr>
+enum class Gdr { kNone, kFlushed, kUnflushed };  // GPU memory; with iflush or without
+
+template <Gdr kGdr>
 zcx_status_t fk_props(void*, int, zcx_device_props_t* p) {
   memset(p, 0, sizeof *p);
   strcpy(p->name, "fake0");
-  p->mem_kinds = ZCX_MEM_HOST | (kGdr ? ZCX_MEM_CUDA : 0);
-  p->needs_flush = kGdr;
+  p->mem_kinds = ZCX_MEM_HOST | (kGdr != Gdr::kNone ? ZCX_MEM_CUDA : 0);
+  p->needs_flush = kGdr == Gdr::kFlushed;
   return ZCX_SUCCESS;
 }
 
@@ -149,9 +151,9 @@ zcx_status_t fk_peer_info(void* comm, zcx_peer_info_t* info) {
   return ZCX_SUCCESS;
 }
 
-template <bool kGdr>
+template <Gdr kGdr>
 zcx_status_t fk_reg(void*, void* data, size_t size, int kind, void** mh) {
-  bool cuda = kGdr && kind == ZCX_MEM_CUDA;
+  bool cuda = kGdr != Gdr::kNone && kind == ZCX_MEM_CUDA;
   if ((kind != ZCX_MEM_HOST && !cuda) || data == nullptr) return ZCX_ERR_INVALID_ARG;
   fake_stats().registrations++;
   if (cuda) fake_stats().cuda_registrations++;
@@ -269,7 +271,7 @@ zcx_status_t fk_close_listen(void* c) {
   return ZCX_SUCCESS;
 }
 
-template <uint8_t kId, uint32_t kFlags, bool kHasDevice, bool kGdr = false>
+template <uint8_t kId, uint32_t kFlags, bool kHasDevice, Gdr kGdr = Gdr::kNone>
 const zcx_provider_ops_t* make_ops(const char* name) {
   constexpr bool kReg = kFlags & ZCX_PROVIDER_NEEDS_REG;
   static const zcx_provider_ops_t ops = {
@@ -277,7 +279,7 @@ const zcx_provider_ops_t* make_ops(const char* name) {
       fk_init, fk_finalize, kHasDevice ? fk_devices : fk_nodevices, fk_props<kGdr>,
       fk_listen<kId>, fk_connect<kId>, fk_accept, fk_peer_info,
       fk_reg<kGdr>, nullptr, fk_dereg,
-      fk_isend<kReg>, fk_irecv<kReg>, kGdr ? fk_iflush : nullptr, fk_test,
+      fk_isend<kReg>, fk_irecv<kReg>, kGdr == Gdr::kFlushed ? fk_iflush : nullptr, fk_test,
       fk_close_send, fk_close_recv, fk_close_listen};
   return &ops;
 }
@@ -295,7 +297,10 @@ const zcx_provider_ops_t* fake_local_provider() {
 }
 const zcx_provider_ops_t* fake_nodev_provider() { return make_ops<202, 0, false>("nodev"); }
 const zcx_provider_ops_t* fake_gdr_provider() {
-  return make_ops<203, ZCX_PROVIDER_NEEDS_REG, true, true>("fakegdr");
+  return make_ops<203, ZCX_PROVIDER_NEEDS_REG, true, Gdr::kFlushed>("fakegdr");
+}
+const zcx_provider_ops_t* fake_gdr_noflush_provider() {
+  return make_ops<204, ZCX_PROVIDER_NEEDS_REG, true, Gdr::kUnflushed>("fakegdr-noflush");
 }
 
 }  // namespace zcx::test

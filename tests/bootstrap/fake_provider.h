@@ -1,7 +1,8 @@
 // An in-process fake provider for context and API tests: connections are queues shared by
 // threads of one process. Variants: "fake" (plain), "fakelocal" (LOCAL_ONLY + NEEDS_REG),
 // "nodev" (no device), "fakegdr" (NEEDS_REG, its device takes GPU memory and asks for a flush
-// after receives into it: GPUDirect RDMA as the context sees it). It exercises the context's logic: connect returning NULL for a while,
+// after receives into it: GPUDirect RDMA as the context sees it), "fakegdr-noflush" (GPU
+// memory, no iflush). It exercises the context's logic: connect returning NULL for a while,
 // isend answering "retry later" (NULL request), registration, peer_info, truncation.
 #pragma once
 
@@ -14,9 +15,11 @@ namespace zcx::test {
 const zcx_provider_ops_t* fake_provider();        // id 200
 const zcx_provider_ops_t* fake_local_provider();  // id 201: LOCAL_ONLY | NEEDS_REG
 const zcx_provider_ops_t* fake_nodev_provider();  // id 202: 0 devices
-// id 203: NEEDS_REG, mem_kinds HOST|CUDA, needs_flush. Its transfers copy with memcpy, so
-// "GPU memory" must be host-addressable (the simulated CUDA runtime's is).
+// id 203: NEEDS_REG, mem_kinds HOST|CUDA, needs_flush and iflush. Its transfers copy with
+// memcpy, so "GPU memory" must be host-addressable (the simulated CUDA runtime's is).
 const zcx_provider_ops_t* fake_gdr_provider();
+// id 204: the same without iflush (needs_flush 0): GPU memory with no flush of its own.
+const zcx_provider_ops_t* fake_gdr_noflush_provider();
 
 struct FakeStats {
   std::atomic<int> registrations{0};

@@ -1,12 +1,13 @@
 // GPUDirect RDMA in the stream-ordered collectives, as far as a machine without a NIC that
 // reaches GPU memory can show it: the ranks (threads of one process) talk over the fake
 // provider "fakegdr" (tests/bootstrap/fake_provider.h), whose device says it takes GPU
-// memory and wants receives into it flushed, as ib does with nvidia_peermem or dmabuf. The
-// collectives must then hand the provider the device buffers themselves (registered as
-// ZCX_MEM_CUDA, no pinned bounce copy), flush each receive at the provider and at the GPU
-// (cudaDeviceFlushGPUDirectRDMAWrites, the device reporting unordered writes), and still
-// produce the right sums; with ZCX_GPU_STAGING=1 none of that happens and the sums are the
-// same. fakegdr copies with memcpy, so this runs only against the simulated CUDA runtime
+// memory and wants receives into it flushed with its iflush, as ib does with nvidia_peermem
+// or dmabuf. The collectives must then hand the provider the device buffers themselves
+// (registered as ZCX_MEM_CUDA, no pinned bounce copy), flush each receive through the
+// provider, and still produce the right sums. Over "fakegdr-noflush" (GPU memory, no iflush,
+// as UCX) the GPU is flushed instead (cudaDeviceFlushGPUDirectRDMAWrites; the simulated
+// device reports unordered writes). With ZCX_GPU_STAGING=1 none of that happens and the
+// sums are the same. fakegdr copies with memcpy, so this runs only against the simulated CUDA runtime
 // (tests/gpu/fake_cuda, whose device memory is host memory); elsewhere it skips and says so.
 #include <gtest/gtest.h>
 #include <zcx/coll.h>
@@ -128,11 +129,15 @@ class CollGpuDirect : public ::testing::Test {
                   "simulated CUDA runtime (ctest zcx_gpu_coll_gdr_simulated)\n");
       GTEST_SKIP() << "needs the simulated CUDA runtime";
     }
-    api_set_context_options(&options_);
+    use(test::fake_gdr_provider());
   }
   void TearDown() override { api_set_context_options(nullptr); }
+  void use(const zcx_provider_ops_t* provider) {
+    options_ = ContextOptions{{provider}, "gdr-host"};
+    api_set_context_options(&options_);
+  }
 
-  ContextOptions options_{{test::fake_gdr_provider()}, "gdr-host"};
+  ContextOptions options_;
   config::ScopedOverride timeout_{"ZCX_TIMEOUT", "20"};
   // Synchronous calls: the ranks here are threads of one process on one device, where a
   // call's allocation waits for every stream, the other ranks' held ones included (the
@@ -146,10 +151,20 @@ TEST_F(CollGpuDirect, DeviceBuffersGoToTheProviderAndReceivesAreFlushed) {
   Counts c = run_job(flushes_);
   EXPECT_GT(c.cuda_regs, 0) << "no device buffer was registered as GPU memory: staged?";
   EXPECT_GT(c.provider_flushes, 0) << "receives into device memory were not flushed (iflush)";
-  EXPECT_GT(c.gpu_flushes, 0) << "no cudaDeviceFlushGPUDirectRDMAWrites after GPUDirect receives";
+  EXPECT_EQ(c.gpu_flushes, 0) << "the provider flushes: the GPU need not";
   EXPECT_EQ(c.regs_left, 0);
   std::printf("GPUDirect: %d CUDA registrations, %d provider flushes, %ld GPU flushes\n",
               c.cuda_regs, c.provider_flushes, c.gpu_flushes);
+}
+
+TEST_F(CollGpuDirect, WithoutAProviderFlushTheGpuIsFlushed) {
+  use(test::fake_gdr_noflush_provider());
+  Counts c = run_job(flushes_);
+  EXPECT_GT(c.cuda_regs, 0) << "no device buffer was registered as GPU memory: staged?";
+  EXPECT_EQ(c.provider_flushes, 0);
+  EXPECT_GT(c.gpu_flushes, 0) << "no cudaDeviceFlushGPUDirectRDMAWrites after GPUDirect receives";
+  std::printf("GPUDirect without iflush: %d CUDA registrations, %ld GPU flushes\n", c.cuda_regs,
+              c.gpu_flushes);
 }
 
 // A device registration lasts one operation (Context::drop_device_registrations): the same

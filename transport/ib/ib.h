@@ -203,6 +203,13 @@ struct RecvComm : Comm {
   uint64_t completed = 0;              // oldest receive not yet completed
   std::unique_ptr<Request[]> reqs;     // kSlots
   std::string test_corrupt;            // ZCX_IB_TEST_CORRUPT_CTS, read once per comm
+  // iflush (made at the first one): a QP connected to itself, the host word its RDMA reads
+  // land in, and the flush requests (kSlots, used round robin).
+  ibv_qp* flush_qp = nullptr;
+  std::unique_ptr<uint64_t> flush_sink;
+  MrEntry* flush_sink_mr = nullptr;
+  std::unique_ptr<Request[]> flush_reqs;
+  uint64_t flush_seq = 0;
   ~RecvComm();
 };
 
@@ -216,7 +223,7 @@ struct ListenComm {
   ~ListenComm();
 };
 
-enum class ReqKind : uint8_t { kFree, kSend, kRecv };
+enum class ReqKind : uint8_t { kFree, kSend, kRecv, kFlush };
 
 struct Request {
   ReqKind kind = ReqKind::kFree;
@@ -231,10 +238,16 @@ struct Request {
 };
 
 // wr_id layout: kind in the top byte, request index below.
-enum : uint64_t { kWrSend = 1ull << 56, kWrRecv = 2ull << 56, kWrCts = 3ull << 56 };
+enum : uint64_t {
+  kWrSend = 1ull << 56,
+  kWrRecv = 2ull << 56,
+  kWrCts = 3ull << 56,
+  kWrFlush = 4ull << 56,
+};
 
 Status qp_create(Comm* c, int nqps);
 Status qp_connect(Comm* c);  // INIT -> RTR -> RTS against c->remote
+Status flush_qp_create(RecvComm* c);
 Status post_recv_wrs(Comm* c, int qp, int count);
 Status comm_fail(Comm* c, Status s, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 // The side channel (checked at most every 10 ms): true when the peer closed it or died.
@@ -251,6 +264,8 @@ zcx_status_t isend(void* send_comm, void* data, size_t size, int tag, void* mhan
 zcx_status_t irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
                    void** mhandles, void** request);
 zcx_status_t test(void* request, int* done, size_t* sizes);
+zcx_status_t iflush(void* recv_comm, int n, void** data, size_t* sizes, void** mhandles,
+                    void** request);
 Status wc_error(Comm* c, const ibv_wc& wc);
 
 // ---- CUDA (ib_cuda.cc, ZCX_HAVE_CUDA only; compiled, not tested on this VM) ----

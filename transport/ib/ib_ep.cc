@@ -286,6 +286,8 @@ RecvComm::~RecvComm() {
   const IbvApi* api = ibv_shim();
   for (ibv_qp* qp : qps) api->destroy_qp(qp);
   qps.clear();
+  if (flush_qp) api->destroy_qp(flush_qp);
+  mr_release(flush_sink_mr);
   mr_release(cts_src_mr);
   mr_release(sizes_mr);
 }

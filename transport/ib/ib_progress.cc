@@ -82,6 +82,10 @@ Status on_completion(Comm* c, const ibv_wc& wc) {
     return Status::kSuccess;
   }
   if (kind == kWrRecv && !c->is_send) return on_recv_imm(static_cast<RecvComm*>(c), wc);
+  if (kind == kWrFlush && !c->is_send && idx < static_cast<uint64_t>(kSlots)) {
+    Request& r = static_cast<RecvComm*>(c)->flush_reqs[idx];
+    if (r.pending > 0) --r.pending;
+  }
   return Status::kSuccess;  // CTS writes: nothing to do
 }
 
@@ -196,12 +200,13 @@ Status request_timeout(Comm* c, const Request& r) {
   return comm_fail(c, Status::kTimeout,
                    "ib: no progress with %s for ZCX_TIMEOUT (%.0f s) on a %s of %zu bytes",
                    c->peer_desc.c_str(), c->timeout_ms / 1000.0,
-                   r.kind == ReqKind::kSend ? "send" : "receive", r.sizes[0]);
+                   r.kind == ReqKind::kSend ? "send" : r.kind == ReqKind::kFlush ? "flush" : "receive",
+                   r.sizes[0]);
 }
 
 // Done check; on done fills sizes and frees the request.
 Status finish(Request* r, int* done, size_t* sizes) {
-  if (r->kind == ReqKind::kSend) {
+  if (r->kind == ReqKind::kSend || r->kind == ReqKind::kFlush) {
     if (r->pending > 0) return Status::kSuccess;
     if (sizes) sizes[0] = r->sizes[0];
   } else {
@@ -346,6 +351,57 @@ zcx_status_t isend(void* vcomm, void* data, size_t size, int tag, void* mhandle,
     c->matched[slot] = 0;
     ++c->seq;
   }
+  *request = &r;
+  return ZCX_SUCCESS;
+}
+
+// The flush QP, its host word and requests, made at the first iflush of a comm.
+Status flush_setup(RecvComm* c) {
+  if (c->flush_qp != nullptr) return Status::kSuccess;
+  c->flush_sink = std::make_unique<uint64_t>(0);
+  c->flush_reqs = std::make_unique<Request[]>(kSlots);
+  ZCX_TRY(mr_register(c->dev, c->flush_sink.get(), sizeof(uint64_t), ZCX_MEM_HOST, &c->flush_sink_mr));
+  return flush_qp_create(c);
+}
+
+// NCCL's rule: reads one byte of the last non-empty buffer of a completed receive back into
+// host memory; when the read completes, the NIC's earlier writes to that memory have landed.
+// No request (NULL) when every buffer was empty.
+zcx_status_t iflush(void* vcomm, int n, void** data, size_t* sizes, void** mhandles,
+                    void** request) {
+  auto* c = static_cast<RecvComm*>(vcomm);
+  if (c == nullptr || request == nullptr || n < 1 || n > kMaxRecvs || data == nullptr ||
+      sizes == nullptr || mhandles == nullptr)
+    return to_c(set_error(Status::kInvalidArg, kLog, "ib: iflush: bad arguments (n=%d, 1..%d)",
+                          n, kMaxRecvs));
+  std::lock_guard<std::mutex> lock(c->mu);
+  *request = nullptr;
+  int last = n - 1;
+  while (last >= 0 && sizes[last] == 0) --last;
+  if (last < 0) return ZCX_SUCCESS;
+  ZCX_IB_TRY_C(mr_check(mhandles[last], data[last], sizes[last], "flush"));
+  ZCX_IB_TRY_C(progress(c));
+  ZCX_IB_TRY_C(flush_setup(c));
+  const int idx = static_cast<int>(c->flush_seq % kSlots);
+  Request& r = c->flush_reqs[idx];
+  if (r.kind != ReqKind::kFree) return ZCX_SUCCESS;  // all busy: the caller retries
+  r = Request{};
+  r.kind = ReqKind::kFlush, r.comm = c, r.index = idx, r.pending = 1, r.start_ns = now_ns();
+  ibv_sge sge{reinterpret_cast<uintptr_t>(c->flush_sink.get()), 1, c->flush_sink_mr->mr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = kWrFlush | static_cast<uint64_t>(idx);
+  wr.sg_list = &sge, wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(data[last]);
+  wr.wr.rdma.rkey = static_cast<const MrEntry*>(mhandles[last])->mr->rkey;
+  if (int rc = ibv_post_send(c->flush_qp, &wr, &bad); rc != 0) {
+    r.kind = ReqKind::kFree;
+    return to_c(comm_fail(c, Status::kSystem, "ib: posting the flush read on %s failed: %s",
+                          c->dev->name.c_str(), strerror(rc)));
+  }
+  ++c->flush_seq;
   *request = &r;
   return ZCX_SUCCESS;
 }

@@ -54,7 +54,9 @@ zcx_status_t get_properties(void* vctx, int dev, zcx_device_props_t* p) {
   p->inline_bytes = params::inline_bytes.get();
   p->max_message = kMaxMessage;
   p->reg_is_global = 1;
-  p->needs_flush = 0;
+  // A NIC's writes into GPU memory may land after their completion: receives there want
+  // iflush (as NCCL's ib transport does). Host memory never does.
+  p->needs_flush = (d->mem_kinds & ZCX_MEM_CUDA) != 0;
   return ZCX_SUCCESS;
 }
 
@@ -117,7 +119,7 @@ zcx_status_t close_listen(void* c) {
 const zcx_provider_ops_t kOps = {
     sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, "ib", ZCX_PROVIDER_ID_IB,
     ZCX_PROVIDER_NEEDS_REG, init, finalize, devices, get_properties, listen, connect, accept,
-    peer_info, reg_mr, reg_mr_dmabuf, dereg_mr, isend, irecv, /*iflush=*/nullptr, test,
+    peer_info, reg_mr, reg_mr_dmabuf, dereg_mr, isend, irecv, iflush, test,
     close_send, close_recv, close_listen,
 };
 

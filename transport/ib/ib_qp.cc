@@ -50,22 +50,23 @@ Status to_init(Comm* c, ibv_qp* qp) {
   return Status::kSuccess;
 }
 
-Status to_rtr(Comm* c, ibv_qp* qp, uint32_t remote_qpn) {
+// `remote`: the peer's Hello, or our own for the flush QP (connected to itself).
+Status to_rtr(Comm* c, ibv_qp* qp, const Hello& remote, uint32_t remote_qpn) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(c->dev->port_attr.active_mtu, c->remote.mtu));
+  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(c->dev->port_attr.active_mtu, remote.mtu));
   a.dest_qp_num = remote_qpn;
-  a.rq_psn = c->remote.psn;
+  a.rq_psn = remote.psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
   a.ah_attr.port_num = static_cast<uint8_t>(c->dev->port);
   if (c->dev->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
     a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = c->remote.gid;
+    a.ah_attr.grh.dgid = remote.gid;
     a.ah_attr.grh.sgid_index = static_cast<uint8_t>(c->dev->gid_index);
     a.ah_attr.grh.hop_limit = 255;
   } else {
-    a.ah_attr.dlid = c->remote.lid;
+    a.ah_attr.dlid = remote.lid;
   }
   int rc = ibv_shim()->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                                              IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -74,7 +75,7 @@ Status to_rtr(Comm* c, ibv_qp* qp, uint32_t remote_qpn) {
     return set_error(Status::kSystem, kLog,
                      "ib: QP to RTR on %s towards %s (GID %s, qpn %u) failed: %s; check "
                      "ZCX_IB_GID_INDEX and that both ends use the same link layer",
-                     c->dev->name.c_str(), c->peer_desc.c_str(), gid_string(c->remote.gid).c_str(),
+                     c->dev->name.c_str(), c->peer_desc.c_str(), gid_string(remote.gid).c_str(),
                      remote_qpn, strerror(rc));
   return Status::kSuccess;
 }
@@ -124,10 +125,24 @@ Status qp_create(Comm* c, int nqps) {
 
 Status qp_connect(Comm* c) {
   for (int i = 0; i < c->nqps; ++i) {
-    ZCX_TRY(to_rtr(c, c->qps[i], c->remote.qpn[i]));
+    ZCX_TRY(to_rtr(c, c->qps[i], c->remote, c->remote.qpn[i]));
     ZCX_TRY(to_rts(c, c->qps[i]));
   }
   return Status::kSuccess;
+}
+
+// NCCL's GDR flush: a QP connected to itself, on the comm's CQ, through which iflush reads a
+// byte of the received buffer back into a host word. A read that follows the NIC's writes
+// to GPU memory completes only after they have landed there.
+Status flush_qp_create(RecvComm* c) {
+  ibv_qp* qp = create_one(c, kSlots, 1);
+  if (qp == nullptr)
+    return set_error(Status::kSystem, kLog, "ib: ibv_create_qp (flush QP) on %s failed: %s",
+                     c->dev->name.c_str(), strerror(errno));
+  c->flush_qp = qp;
+  ZCX_TRY(to_init(c, qp));
+  ZCX_TRY(to_rtr(c, qp, c->local, qp->qp_num));
+  return to_rts(c, qp);
 }
 
 Status post_recv_wrs(Comm* c, int qp, int count) {

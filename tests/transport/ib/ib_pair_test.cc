@@ -1,6 +1,6 @@
 // ib provider over a real RDMA device (Soft-RoCE rxe0 in the rdma-vm guest), two processes:
 // sizes 0..256 MiB verified byte by byte, grouped receives, 256 in flight, multi-QP with
-// split on and off. Skips where no RDMA device exists.
+// split on and off, iflush. Skips where no RDMA device exists.
 #include "ib_pair.h"
 
 #include <gtest/gtest.h>
@@ -224,6 +224,47 @@ TEST_P(IbPair, TruncationIsAnError) {
     void* req = nullptr;
     zcx_status_t rc = send_blocking(s, buf.data(), 200, 0, buf.mh(), &req);
     ROLE_CHECK(rc == ZCX_ERR_INVALID_USAGE, "isend of 200 into 100 returned %d", rc);
+    return 0;
+  };
+  expect_pair(recv, send);
+}
+
+// iflush (NCCL's GDR flush, on host memory here: the read-back runs all the same): after a
+// receive, a flush request completes and leaves the data as it was; 300 flushes in a row
+// reuse the comm's 256 flush requests; all-empty buffers need no flush (NULL request).
+TEST_P(IbPair, FlushAfterReceiveCompletes) {
+  constexpr size_t kBytes = 4096;
+  auto recv = [&](Side& s) {
+    RegBuffer buf(s, kBytes);
+    ROLE_CHECK(buf.ok(), "register");
+    ROLE_CHECK(s.ops->iflush != nullptr, "ib has no iflush");
+    void* d = buf.data();
+    void* mh = buf.mh();
+    size_t sz = kBytes, got = 0;
+    int tag = 0;
+    void* req = nullptr;
+    ROLE_CHECK(recv_blocking(s, 1, &d, &sz, &tag, &mh, &req) == ZCX_SUCCESS, "irecv");
+    ROLE_CHECK(wait(s, req, &got) == ZCX_SUCCESS && got == kBytes, "receive (%zu bytes)", got);
+    for (int i = 0; i < 300; ++i) {
+      void* flush = nullptr;
+      ROLE_CHECK(s.ops->iflush(s.comm, 1, &d, &got, &mh, &flush) == ZCX_SUCCESS, "iflush %d", i);
+      ROLE_CHECK(flush != nullptr, "iflush %d gave no request", i);
+      ROLE_CHECK(wait(s, flush, nullptr, 30) == ZCX_SUCCESS, "flush %d did not complete", i);
+    }
+    ROLE_CHECK(verify(buf.data(), kBytes, 77) < 0, "the data changed after the flushes");
+    size_t empty = 0;
+    void* none = &empty;
+    ROLE_CHECK(s.ops->iflush(s.comm, 1, &d, &empty, &mh, &none) == ZCX_SUCCESS && none == nullptr,
+               "a flush of an empty receive gave a request");
+    return 0;
+  };
+  auto send = [&](Side& s) {
+    RegBuffer buf(s, kBytes);
+    ROLE_CHECK(buf.ok(), "register");
+    fill(buf.data(), kBytes, 77);
+    void* req = nullptr;
+    ROLE_CHECK(send_blocking(s, buf.data(), kBytes, 0, buf.mh(), &req) == ZCX_SUCCESS, "isend");
+    ROLE_CHECK(wait(s, req, nullptr) == ZCX_SUCCESS, "send");
     return 0;
   };
   expect_pair(recv, send);
