@@ -2,17 +2,60 @@
 // leaves this file (allocation failures become ZCX_ERR_NO_MEMORY).
 #include "algorithms/algorithms.h"
 #include "common/check.h"
+#include "common/clock.h"
+#include "common/config_vars.h"
 #include "core/api_handles.h"
 #include "core/comm.h"
 
 #include <zcx/coll.h>
 
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <new>
+#include <thread>
+#include <unordered_set>
 #include <vector>
 
 namespace zcx::coll {
 namespace {
+
+// Live communicator handles. A call checks its handle and counts itself in under this lock,
+// and zcx_comm_abort removes the handle under it, so an abort from another thread never
+// frees a communicator that a call is about to enter.
+std::mutex g_comms_mu;
+std::unordered_set<const zcx_comm*>& live_comms() {
+  static auto* set = new std::unordered_set<const zcx_comm*>();  // outlives static teardown
+  return *set;
+}
+
+// One API call on a communicator (see live_comms). Refused, with the reason, when the
+// handle is unknown (NULL, destroyed, aborted) or an abort has begun.
+class CallScope {
+ public:
+  explicit CallScope(zcx_comm* c) {
+    std::lock_guard<std::mutex> lock(g_comms_mu);
+    if (c == nullptr || !live_comms().count(c)) {  // membership first: c may be freed
+      st_ = set_error(Status::kInvalidArg, kLogColl,
+                      "not a live communicator (NULL, destroyed or aborted)");
+    } else if (c->aborting.load()) {
+      st_ = set_error(Status::kAborted, kLogColl, "the communicator is being aborted");
+    } else {
+      c_ = c;
+      c_->calls.fetch_add(1);
+    }
+  }
+  ~CallScope() {
+    if (c_) c_->calls.fetch_sub(1);
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  Status status() const { return st_; }
+
+ private:
+  zcx_comm* c_ = nullptr;
+  Status st_ = Status::kSuccess;
+};
 
 // Calls between zcx_group_start and the outermost zcx_group_end, per thread.
 struct GroupState {
@@ -82,6 +125,8 @@ Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_r
 }
 
 Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
+  CallScope scope(c);
+  ZCX_TRY(scope.status());
   ZCX_TRY(check_args(c, a));
   if (stream != nullptr) return post_stream(c, a, stream, req);
   ZCX_TRY(host_turn(c));
@@ -93,6 +138,8 @@ Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_
 }
 
 Status post_p2p(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
+  CallScope scope(c);
+  ZCX_TRY(scope.status());
   ZCX_TRY(check_args(c, a));
   if (stream != nullptr)
     return set_error(Status::kUnsupported, kLogColl,
@@ -131,11 +178,40 @@ Status init_on_context(std::unique_ptr<Context> owned, Context* ctx,
   auto handle = std::make_unique<zcx_comm>();
   ZCX_TRY(Comm::create(ctx, std::move(owned), std::move(world), ctx->rank(),
                        ctx->bootstrap().secret() ^ 0x636f6c6cull, name, &handle->comm));
-  *out = handle.release();
+  *out = comm_publish(std::move(handle));
+  return Status::kSuccess;
+}
+
+// Removes the handle from the live set; false when it was not there.
+bool comm_retire(zcx_comm* c) {
+  std::lock_guard<std::mutex> lock(g_comms_mu);
+  if (c == nullptr || live_comms().erase(c) == 0) return false;
+  c->aborting.store(true);
+  return true;
+}
+
+// zcx_comm_abort: waits (bounded) for the calls inside the communicator to return; the
+// abort request makes each fail at its next poll.
+Status wait_for_calls(zcx_comm* c) {
+  Deadline dl = Deadline::after_ms(params::timeout_ms());
+  while (c->calls.load() > 0) {
+    if (dl.expired())
+      return set_error(Status::kTimeout, kLogColl,
+                       "zcx_comm_abort: %d call(s) on communicator '%s' did not return within "
+                       "ZCX_TIMEOUT; it is left allocated", c->calls.load(), c->comm->name().c_str());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   return Status::kSuccess;
 }
 
 }  // namespace
+
+zcx_comm* comm_publish(std::unique_ptr<zcx_comm> c) {
+  std::lock_guard<std::mutex> lock(g_comms_mu);
+  live_comms().insert(c.get());
+  return c.release();
+}
+
 }  // namespace zcx::coll
 
 using namespace zcx;
@@ -185,17 +261,24 @@ ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_com
     ZCX_CHECK_ARG(newcomm, kLogColl, "zcx_comm_split: NULL newcomm");
     ZCX_CHECK_ARG(color >= 0 || color == ZCX_SPLIT_NOCOLOR, kLogColl, "split color %d", color);
     (void)config;
+    CallScope scope(comm);
+    ZCX_TRY(scope.status());
     std::unique_ptr<Comm> sub;
     ZCX_TRY(host_turn(comm));
     ZCX_TRY(comm->comm->split(color, key, &sub));
     *newcomm = nullptr;
-    if (sub) *newcomm = new zcx_comm{nullptr, std::move(sub)};
+    if (!sub) return Status::kSuccess;
+    auto handle = std::make_unique<zcx_comm>();
+    handle->comm = std::move(sub);
+    *newcomm = comm_publish(std::move(handle));
     return Status::kSuccess;
   });
 }
 
 ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm) {
-  if (!comm) return ZCX_ERR_INVALID_ARG;
+  if (!comm_retire(comm))
+    return to_c(set_error(Status::kInvalidArg, kLogColl,
+                          "zcx_comm_destroy: not a live communicator (NULL, destroyed or aborted)"));
   // Operations still queued own buffers the transport may write: finish them first. Failed
   // ones stay owned by the communicator until its context closes.
   Status gpu = comm->comm ? host_turn(comm) : Status::kSuccess;
@@ -205,28 +288,39 @@ ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm) {
   return st != ZCX_SUCCESS ? st : to_c(gpu);
 }
 
+// May be called from another thread while a call is inside the communicator: new calls are
+// refused at once, the calls inside fail at their next poll, and the communicator is freed
+// once they have returned (bounded by ZCX_TIMEOUT).
 ZCX_API zcx_status_t zcx_comm_abort(zcx_comm_t comm) {
-  if (!comm) return ZCX_ERR_INVALID_ARG;
+  if (!comm_retire(comm))
+    return to_c(set_error(Status::kInvalidArg, kLogColl,
+                          "zcx_comm_abort: not a live communicator (NULL, destroyed or aborted)"));
+  comm->comm->request_abort();
+  if (Status s = wait_for_calls(comm); s != Status::kSuccess) return to_c(s);
   if (comm->gpu) comm->gpu->stop();  // ends a stream-ordered call in flight
-  if (comm->comm) comm->comm->abort();
+  comm->comm->abort();
   delete comm;
   return ZCX_SUCCESS;
 }
 
 ZCX_API zcx_status_t zcx_comm_rank(zcx_comm_t comm, int* rank) {
-  if (!comm || !rank) return ZCX_ERR_INVALID_ARG;
+  CallScope scope(comm);
+  if (scope.status() != Status::kSuccess || !rank) return ZCX_ERR_INVALID_ARG;
   *rank = comm->comm->rank();
   return ZCX_SUCCESS;
 }
 
 ZCX_API zcx_status_t zcx_comm_nranks(zcx_comm_t comm, int* nranks) {
-  if (!comm || !nranks) return ZCX_ERR_INVALID_ARG;
+  CallScope scope(comm);
+  if (scope.status() != Status::kSuccess || !nranks) return ZCX_ERR_INVALID_ARG;
   *nranks = comm->comm->nranks();
   return ZCX_SUCCESS;
 }
 
 ZCX_API zcx_status_t zcx_comm_get_async_error(zcx_comm_t comm, zcx_status_t* error) {
-  if (!comm || !error) return ZCX_ERR_INVALID_ARG;
+  CallScope scope(comm);
+  if (scope.status() != Status::kSuccess) return to_c(scope.status());
+  if (!error) return ZCX_ERR_INVALID_ARG;
   *error = to_c(comm->gpu ? comm->gpu->async_error(*comm->comm) : comm->comm->async_error());
   return ZCX_SUCCESS;
 }
@@ -384,6 +478,8 @@ ZCX_API zcx_status_t zcx_group_end(void) {
     if (g.error != Status::kSuccess) return g.error;
     if (g.calls.empty()) return Status::kSuccess;
     std::shared_ptr<Op> op;
+    CallScope scope(g.comm);
+    ZCX_TRY(scope.status());
     ZCX_TRY(host_turn(g.comm));
     ZCX_TRY(g.comm->comm->post_group(g.calls, &op));
     return g.comm->comm->wait(*op);
@@ -392,10 +488,13 @@ ZCX_API zcx_status_t zcx_group_end(void) {
 
 // A request is a host operation: an asynchronous stream-ordered call drains every one before
 // its progress thread takes the communicator (GpuAsync::submit), so these never race it.
+// A request whose communicator was aborted or destroyed is refused and freed.
 ZCX_API zcx_status_t zcx_coll_test(zcx_coll_request_t req, int* done) {
   if (!req || !done) return ZCX_ERR_INVALID_ARG;
+  CallScope scope(req->owner);
   bool finished = false;
-  Status st = req->owner->comm->test(*req->op, &finished);
+  Status st = scope.status();
+  if (st == Status::kSuccess) st = req->owner->comm->test(*req->op, &finished);
   *done = finished ? 1 : 0;
   if (finished || st != Status::kSuccess) delete req;
   return to_c(st);
@@ -403,7 +502,9 @@ ZCX_API zcx_status_t zcx_coll_test(zcx_coll_request_t req, int* done) {
 
 ZCX_API zcx_status_t zcx_coll_wait(zcx_coll_request_t req) {
   if (!req) return ZCX_ERR_INVALID_ARG;
-  Status st = req->owner->comm->wait(*req->op);
+  CallScope scope(req->owner);
+  Status st = scope.status();
+  if (st == Status::kSuccess) st = req->owner->comm->wait(*req->op);
   delete req;
   return to_c(st);
 }

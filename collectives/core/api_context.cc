@@ -19,7 +19,7 @@ extern "C" ZCX_API zcx_status_t zcx_comm_init_context(zcx_comm_t* comm, zcx_cont
     Status st = coll::Comm::create(c, nullptr, std::move(world), c->rank(),
                                    c->bootstrap().secret() ^ 0x636f6c6cull, name, &handle->comm);
     if (st != Status::kSuccess) return to_c(st);
-    *comm = handle.release();
+    *comm = coll::comm_publish(std::move(handle));
     return ZCX_SUCCESS;
   } catch (...) {
     return ZCX_ERR_NO_MEMORY;

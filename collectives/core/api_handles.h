@@ -6,6 +6,7 @@
 
 #include <zcx/coll.h>
 
+#include <atomic>
 #include <memory>
 
 struct zcx_comm {
@@ -13,11 +14,19 @@ struct zcx_comm {
   // destroyed after it (its schedules' scratch pools are shared, its stream is not).
   std::unique_ptr<zcx::coll::GpuRunner> gpu;
   std::unique_ptr<zcx::coll::Comm> comm;
+  std::atomic<int> calls{0};          // API calls inside it now (CallScope, api.cc)
+  std::atomic<bool> aborting{false};  // zcx_comm_abort began: new calls are refused
   // The runner's progress thread drives comm: it stops first.
   ~zcx_comm() {
     if (gpu) gpu->stop();
   }
 };
+
+namespace zcx::coll {
+// Makes a new communicator handle known to the API (calls on unknown handles are refused
+// with an error instead of touching freed memory) and releases it to the caller.
+zcx_comm* comm_publish(std::unique_ptr<zcx_comm> c);
+}  // namespace zcx::coll
 
 struct zcx_coll_request {
   zcx_comm* owner;

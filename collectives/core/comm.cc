@@ -387,6 +387,10 @@ Status Comm::fail_queue(Status st) {
 
 Status Comm::progress() {
   if (err_.has()) return err_.status();
+  if (abort_requested_.load(std::memory_order_relaxed)) {
+    err_.record(Status::kAborted, "communicator '" + name_ + "' was aborted");
+    return fail_queue(Status::kAborted);
+  }
   // A shared-lane operation needs no transport: the context only gets its turns.
   const bool lane_head = !queue_.empty() && queue_.front()->lane;
   Status cst = !lane_head || lane_context_turn() ? ctx_->progress() : Status::kSuccess;
@@ -449,6 +453,11 @@ Status Comm::drain() {
     ZCX_TRY(wait(*last));
   }
   return Status::kSuccess;
+}
+
+void Comm::request_abort() {
+  abort_requested_.store(true, std::memory_order_relaxed);
+  if (owned_ctx_) owned_ctx_->abort();  // thread-safe; ends waits inside the transport too
 }
 
 void Comm::abort() {

@@ -16,6 +16,7 @@
 #include "schedule/schedule.h"
 #include "select/select.h"
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -142,6 +143,9 @@ class Comm final : public PeerLinks {
   // Waits for every queued operation (bounded: each fails after ZCX_TIMEOUT without progress).
   Status drain();
   void abort();
+  // From any thread, while the owner may be inside a call: that call, and every later one,
+  // fails with kAborted at its next poll (abort() does the rest once no call is inside).
+  void request_abort();
   Status async_error() const { return err_.has() ? err_.status() : Status::kSuccess; }
   // Stream-ordered calls (core/gpu_runner.h): what their device schedules use, attached by
   // the API at the first such call (zcx_comm owns it, and destroys it after the Comm).
@@ -207,6 +211,7 @@ class Comm final : public PeerLinks {
   std::deque<std::shared_ptr<Op>> queue_;
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;
+  std::atomic<bool> abort_requested_{false};  // request_abort(): seen by progress()
   // Tuning read from the config registry, re-read when config::generation() changes.
   uint64_t tuning_gen_ = 0;
   int64_t timeout_ms_ = 0;

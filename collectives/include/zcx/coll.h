@@ -117,7 +117,13 @@ ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_com
 /* Waits (bounded) for pending operations, then frees. Requests still open are completed by
  * it and must not be used afterwards. Destroy split communicators before their parent. */
 ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm);
-/* Fails pending and future operations with ZCX_ERR_ABORTED and frees; bounded. */
+/* Fails pending and future operations with ZCX_ERR_ABORTED and frees; bounded. May be
+ * called from another thread while a call is blocked inside the communicator (a watchdog):
+ * that call returns ZCX_ERR_ABORTED at its next poll, and the communicator is freed once it
+ * has (within ZCX_TIMEOUT; else ZCX_ERR_TIMEOUT and it stays allocated). Calls on the handle
+ * afterwards are refused with ZCX_ERR_INVALID_ARG while its memory is not reused. Buffers of
+ * the aborted calls may still be written by the transport until the context is aborted or
+ * finalized (a communicator from zcx_comm_init_env/_rank owns its context, and aborts it). */
 ZCX_API zcx_status_t zcx_comm_abort(zcx_comm_t comm);
 ZCX_API zcx_status_t zcx_comm_rank(zcx_comm_t comm, int* rank);
 ZCX_API zcx_status_t zcx_comm_nranks(zcx_comm_t comm, int* nranks);
