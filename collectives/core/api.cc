@@ -198,7 +198,8 @@ Status wait_for_calls(zcx_comm* c) {
     if (dl.expired())
       return set_error(Status::kTimeout, kLogColl,
                        "zcx_comm_abort: %d call(s) on communicator '%s' did not return within "
-                       "ZCX_TIMEOUT; it is left allocated", c->calls.load(), c->comm->name().c_str());
+                       "ZCX_TIMEOUT; it is left allocated",
+                       c->calls.load(), c->comm->name().c_str());
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return Status::kSuccess;
@@ -277,8 +278,8 @@ ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_com
 
 ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm) {
   if (!comm_retire(comm))
-    return to_c(set_error(Status::kInvalidArg, kLogColl,
-                          "zcx_comm_destroy: not a live communicator (NULL, destroyed or aborted)"));
+    return to_c(set_error(Status::kInvalidArg, kLogColl, "zcx_comm_destroy: not a live "
+                          "communicator (NULL, destroyed or aborted)"));
   // Operations still queued own buffers the transport may write: finish them first. Failed
   // ones stay owned by the communicator until its context closes.
   Status gpu = comm->comm ? host_turn(comm) : Status::kSuccess;
@@ -293,8 +294,8 @@ ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm) {
 // once they have returned (bounded by ZCX_TIMEOUT).
 ZCX_API zcx_status_t zcx_comm_abort(zcx_comm_t comm) {
   if (!comm_retire(comm))
-    return to_c(set_error(Status::kInvalidArg, kLogColl,
-                          "zcx_comm_abort: not a live communicator (NULL, destroyed or aborted)"));
+    return to_c(set_error(Status::kInvalidArg, kLogColl, "zcx_comm_abort: not a live "
+                          "communicator (NULL, destroyed or aborted)"));
   comm->comm->request_abort();
   if (Status s = wait_for_calls(comm); s != Status::kSuccess) return to_c(s);
   if (comm->gpu) comm->gpu->stop();  // ends a stream-ordered call in flight

@@ -141,9 +141,9 @@ namespace {
 bool needs_gdr_flush(int device) {
   int ordering = 0, options = 0;
   const CudaApi* api = cuda_shim();
-  if (api->device_get_attribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) != cudaSuccess ||
-      api->device_get_attribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device) != cudaSuccess)
-    return false;
+  if (api->device_get_attribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) ||
+      api->device_get_attribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device))
+    return false;  // an older driver: treat the writes as ordered, as before
   return ordering < cudaGPUDirectRDMAWritesOrderingOwner &&
          (options & cudaFlushGPUDirectRDMAWritesOptionHost) != 0;
 }
@@ -169,12 +169,13 @@ Status GpuRunner::create(int device, std::unique_ptr<GpuRunner>* out) {
   impl->scratch = std::make_shared<ScratchPool>(device_memory(device));
   if (gpu_async_enabled())
     ZCX_TRY(GpuAsync::create(device, impl->queued, impl->io.pinned, &impl->async));
-  ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s, %s; GPUDirect receives %s)",
-           device,
+  ZCX_INFO(kLogColl, "stream-ordered collectives on device %d (%s, %s; %s)", device,
            impl->staging ? "staged through pinned host memory"
                          : "cuda_ipc where it reaches, GPUDirect RDMA where the provider has it",
            impl->async ? "asynchronous" : "synchronous",
-           impl->io.flush_gdr_writes ? "flushed" : "ordered by the device");
+           impl->io.flush_gdr_writes ? "GPUDirect writes flushed at the GPU where the provider "
+                                       "has no iflush"
+                                     : "the GPU orders GPUDirect writes itself");
   out->reset(new GpuRunner(std::move(impl)));
   return Status::kSuccess;
 }

@@ -105,7 +105,10 @@ TEST_F(ContextTest, RingOverLocalProviderWithRegistration) {
 TEST_F(ContextTest, DeviceMemoryRegisteredAsCudaAndFlushedAfterReceives) {
   const int cuda_before = fake_stats().cuda_registrations.load();
   const int flushes_before = fake_stats().flushes.load();
-  run(2, [](int r) { return ContextOptions{{test::fake_gdr_provider()}, "host" + std::to_string(r)}; },
+  auto gdr = [](int r) {
+    return ContextOptions{{test::fake_gdr_provider()}, "host" + std::to_string(r)};
+  };
+  run(2, gdr,
       [](Context& c, int r) {
         Endpoint* ep = nullptr;
         ASSERT_EQ(c.endpoint(1 - r, &ep), Status::kSuccess) << last_error();

@@ -55,10 +55,13 @@ int abort_rank(int rank, int fd, bool owns_context) {
     abort_st = zcx_comm_abort(c.comm);
     abort_s = monotonic_s() - a0;
   });
-  zcx_status_t st = zcx_allreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_SUM, c.comm, nullptr);
+  auto allreduce = [&] {
+    return zcx_allreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_SUM, c.comm, nullptr);
+  };
+  zcx_status_t st = allreduce();
   const double call_s = monotonic_s() - t0;
   watchdog.join();
-  zcx_status_t later = zcx_allreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_SUM, c.comm, nullptr);
+  zcx_status_t later = allreduce();
   dprintf(fd, "RESULT %d %.3f %d %.3f %d\n", static_cast<int>(st), call_s, abort_st.load(),
           abort_s.load(), static_cast<int>(later));
   if (c.ctx) (void)zcx_finalize(c.ctx);

@@ -7,8 +7,9 @@
 // provider, and still produce the right sums. Over "fakegdr-noflush" (GPU memory, no iflush,
 // as UCX) the GPU is flushed instead (cudaDeviceFlushGPUDirectRDMAWrites; the simulated
 // device reports unordered writes). With ZCX_GPU_STAGING=1 none of that happens and the
-// sums are the same. fakegdr copies with memcpy, so this runs only against the simulated CUDA runtime
-// (tests/gpu/fake_cuda, whose device memory is host memory); elsewhere it skips and says so.
+// sums are the same. fakegdr copies with memcpy, so this runs only against the simulated
+// CUDA runtime (tests/gpu/fake_cuda, whose device memory is host memory); elsewhere it skips
+// and says so.
 #include <gtest/gtest.h>
 #include <zcx/coll.h>
 #include <zcx/zcx.h>
@@ -50,7 +51,7 @@ bool allreduce_once(const CudaApi* api, zcx_comm_t comm, cudaStream_t stream,
   for (size_t i = 0; i < count; ++i) host[i] = rank + 1 + static_cast<int32_t>(i % 7);
   api->copy(buf.data(), host.data(), count * 4, cudaMemcpyHostToDevice);
   zcx_status_t async = ZCX_SUCCESS;
-  if (zcx_allreduce(buf.data(), buf.data(), count, ZCX_INT32, ZCX_SUM, comm, stream) != ZCX_SUCCESS ||
+  if (zcx_allreduce(buf.data(), buf.data(), count, ZCX_INT32, ZCX_SUM, comm, stream) ||
       api->stream_synchronize(stream) != cudaSuccess ||
       zcx_comm_get_async_error(comm, &async) != ZCX_SUCCESS || async != ZCX_SUCCESS) {
     fail("allreduce of " + std::to_string(count) + ": " + zcx_get_last_error());

@@ -179,8 +179,9 @@ Status ContextImpl::start_flush(Request* req, bool* started) {
   void* flush = nullptr;
   zcx_status_t rc = p.ops->iflush(comm, 1, &data, &size, &req->mh, &flush);
   if (rc != ZCX_SUCCESS) {
-    Status s = set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s flush of a receive from %s failed: %s",
-                         rank(), p.ops->name, who(req->ep->peer_).c_str(), last_error());
+    Status s = set_error(static_cast<Status>(rc), kLogNet,
+                         "rank %d: %s flush of a receive from %s failed: %s", rank(),
+                         p.ops->name, who(req->ep->peer_).c_str(), last_error());
     free_request(req);
     return s;
   }
@@ -224,9 +225,9 @@ Status ContextImpl::mhandle_for(size_t slot, void* comm, void* buf, size_t size,
   ProviderSlot& p = providers_[slot];
   zcx_status_t rc = p.ops->reg_mr(comm, buf, size, kind, mh);
   if (rc != ZCX_SUCCESS)
-    return set_error(static_cast<Status>(rc), kLogMem, "rank %d: %s cannot register %zu bytes %sat %p: %s",
-                     rank(), p.ops->name, size, kind == ZCX_MEM_CUDA ? "of GPU memory " : "", buf,
-                     last_error());
+    return set_error(static_cast<Status>(rc), kLogMem,
+                     "rank %d: %s cannot register %zu bytes %sat %p: %s", rank(), p.ops->name,
+                     size, kind == ZCX_MEM_CUDA ? "of GPU memory " : "", buf, last_error());
   reg_cache_.emplace(key, *mh);
   return Status::kSuccess;
 }

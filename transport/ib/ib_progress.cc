@@ -200,7 +200,9 @@ Status request_timeout(Comm* c, const Request& r) {
   return comm_fail(c, Status::kTimeout,
                    "ib: no progress with %s for ZCX_TIMEOUT (%.0f s) on a %s of %zu bytes",
                    c->peer_desc.c_str(), c->timeout_ms / 1000.0,
-                   r.kind == ReqKind::kSend ? "send" : r.kind == ReqKind::kFlush ? "flush" : "receive",
+                   r.kind == ReqKind::kSend    ? "send"
+                   : r.kind == ReqKind::kFlush ? "flush"
+                                               : "receive",
                    r.sizes[0]);
 }
 
@@ -360,7 +362,8 @@ Status flush_setup(RecvComm* c) {
   if (c->flush_qp != nullptr) return Status::kSuccess;
   c->flush_sink = std::make_unique<uint64_t>(0);
   c->flush_reqs = std::make_unique<Request[]>(kSlots);
-  ZCX_TRY(mr_register(c->dev, c->flush_sink.get(), sizeof(uint64_t), ZCX_MEM_HOST, &c->flush_sink_mr));
+  ZCX_TRY(mr_register(c->dev, c->flush_sink.get(), sizeof(uint64_t), ZCX_MEM_HOST,
+                      &c->flush_sink_mr));
   return flush_qp_create(c);
 }
 
