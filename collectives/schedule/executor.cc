@@ -66,8 +66,8 @@ Status Executor::issue(int i) {
   }
   ZCX_TRY(t.kind == TaskKind::kSend ? issue_send(i, ep, data_ep, staged)
                                     : issue_recv(i, ep, data_ep, staged));
-  const bool registered = data_ep->provider()->flags & ZCX_PROVIDER_NEEDS_REG;
-  if (on_device() && !staged && t.bytes != 0 && registered)
+  const bool gpudirect = on_device() && !staged && t.bytes != 0;  // provider() only then
+  if (gpudirect && (data_ep->provider()->flags & ZCX_PROVIDER_NEEDS_REG))
     device_regs_.emplace_back(t.kind == TaskKind::kSend ? t.src : t.dst, t.bytes);
   if (slots_[i].hdr_done && slots_[i].data_done) complete_[i] = 1;  // nothing to wait for
   else inflight_.push_back(i);
