@@ -2,10 +2,16 @@
 // GPU(s) in a full mesh, device buffers from cudaMalloc (legacy IPC handles) and from
 // cuMemCreate (POSIX-fd VMM handles), sizes 0 B to 64 MiB, several messages per peer in
 // flight, every byte verified on the host. Skips, with the reason, where there is no GPU.
+#include "cuda_ipc/cuda_ipc.h"
 #include "cuda_ipc_util.h"
 #include "gpu_test_util.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 
 namespace zcx::gpu_test {
 namespace {
@@ -130,6 +136,45 @@ TEST(CudaIpcAnyHost, ReportsDevicesAndRejectsMissingDevice) {
     if (ops->listen(ctx, ndev, handle, &lc) != ZCX_ERR_INVALID_ARG)
       return fail(b, 0, "listen on a missing device was accepted");
     return ops->finalize(ctx) == ZCX_SUCCESS ? 0 : fail(b, 0, "finalize");
+  }, 30000);
+  if (b->error[0][0]) ADD_FAILURE() << b->error[0];
+  EXPECT_EQ(failed, 0);
+  board_free(b);
+}
+
+// A receive buffer's legacy IPC handle is made once per allocation: exporting the same
+// cudaMalloc buffer (and one inside it) again reuses it (the simulated runtime counts
+// cudaIpcGetMemHandle calls; a real one only gets the handles compared), and a new
+// allocation gets its own. In a forked child, as above.
+TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
+  ZCX_REQUIRE_GPUS(1);
+  Board* b = board_new();
+  ASSERT_NE(b, nullptr);
+  int failed = run_ranks(1, [&](int) {
+    std::string why;
+    const CudaApi* api = cuda_shim_load(&why);
+    if (api == nullptr || api->set_device(0) != cudaSuccess) return fail(b, 0, "CUDA");
+    const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
+    void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    auto made = h ? reinterpret_cast<long (*)()>(dlsym(h, "fake_cuda_ipc_exports")) : nullptr;
+    const long before = made ? made() : 0;
+    cuda_ipc::Export e1, e2, e3;
+    UniqueFd fd;
+    auto a = std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, 1 << 20);
+    if (!a->ok()) return fail(b, 0, "cudaMalloc");
+    if (!ok(cuda_ipc::export_buffer(a->data(), &e1, &fd)) ||
+        !ok(cuda_ipc::export_buffer(a->data() + 4096, &e2, &fd)))
+      return fail(b, 0, "export");
+    if (std::memcmp(e1.legacy, e2.legacy, sizeof e1.legacy) != 0 || e2.offset != 4096)
+      return fail(b, 0, "the second export differs from the first");
+    if (made && made() - before != 1) return fail(b, 0, "cudaIpcGetMemHandle called again");
+    const uint64_t first_id = e1.buffer_id;
+    a.reset();
+    a = std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, 1 << 20);
+    if (!a->ok() || !ok(cuda_ipc::export_buffer(a->data(), &e3, &fd))) return fail(b, 0, "export 3");
+    if (e3.buffer_id == first_id) return fail(b, 0, "a new allocation kept the buffer id");
+    if (made && made() - before != 2) return fail(b, 0, "a new allocation reused an old handle");
+    return 0;
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];
   EXPECT_EQ(failed, 0);

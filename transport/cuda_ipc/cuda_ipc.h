@@ -1,6 +1,6 @@
 // cuda_ipc provider: GPU memory between processes of one host. The receiver exports each
-// receive buffer (a legacy CUDA IPC handle for cudaMalloc memory, or a cuMem POSIX fd for
-// VMM memory) in a POST message; the sender imports it (cached per peer process, see
+// receive buffer (a legacy CUDA IPC handle for cudaMalloc memory, made once per allocation,
+// or a cuMem POSIX fd for VMM memory) in a POST message; the sender imports it (cached per peer process, see
 // cuda_ipc_cache.cc), copies into it with cudaMemcpyAsync on its own stream (the copy
 // engines; NVLink where present), records an event, and when the event completes sends
 // DONE. The receiver never touches the sender's memory.

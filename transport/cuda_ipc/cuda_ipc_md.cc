@@ -1,10 +1,15 @@
 // Exporting a local receive buffer: the allocation that holds it, as a legacy CUDA IPC handle
 // (cudaMalloc memory) or as a POSIX fd of its cuMem allocation handle (VMM memory, which
 // legacy IPC cannot export). The importer maps the whole allocation and adds the offset.
+// Legacy handles are kept per allocation (base and buffer id, which CUDA never repeats for a
+// new allocation at the same address): a receive into a buffer exported before costs no
+// cudaIpcGetMemHandle, as UCX and NCCL keep theirs.
 #include "common/log.h"
 #include "cuda_ipc/cuda_ipc.h"
 
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 namespace zcx::cuda_ipc {
 namespace {
@@ -26,12 +31,35 @@ Status export_vmm(const CudaApi* api, CUmemGenericAllocationHandle h, Export* ou
   return Status::kSuccess;
 }
 
+// The last kLegacyKept legacy exports, newest at the front.
+constexpr size_t kLegacyKept = 64;
+std::mutex g_legacy_mu;
+std::deque<Export>& legacy_exports() {
+  static auto* kept = new std::deque<Export>();  // outlives static teardown
+  return *kept;
+}
+
+bool legacy_known(Export* out) {
+  std::lock_guard<std::mutex> lock(g_legacy_mu);
+  for (const Export& e : legacy_exports())
+    if (e.base == out->base && e.buffer_id == out->buffer_id && e.size == out->size) {
+      std::memcpy(out->legacy, e.legacy, sizeof(out->legacy));
+      out->kind = ExportKind::kLegacy;
+      return true;
+    }
+  return false;
+}
+
 Status export_legacy(const CudaApi* api, Export* out) {
   cudaIpcMemHandle_t h;
   static_assert(sizeof(h) == sizeof(out->legacy));
   ZCX_CUDACHECK(api->ipc_get_mem_handle(&h, reinterpret_cast<void*>(out->base)));
   std::memcpy(out->legacy, &h, sizeof(h));
   out->kind = ExportKind::kLegacy;
+  std::lock_guard<std::mutex> lock(g_legacy_mu);
+  std::deque<Export>& kept = legacy_exports();
+  kept.push_front(*out);
+  if (kept.size() > kLegacyKept) kept.pop_back();
   return Status::kSuccess;
 }
 
@@ -50,6 +78,7 @@ Status export_buffer(const void* data, Export* out, UniqueFd* fd) {
   out->size = size;
   out->offset = ptr - base;
   out->buffer_id = id;
+  if (legacy_known(out)) return Status::kSuccess;  // (offset is per buffer: set above)
   CUmemGenericAllocationHandle h{};
   if (api->cu_mem_retain_allocation_handle(&h, const_cast<void*>(data)) == CUDA_SUCCESS)
     return export_vmm(api, h, out, fd);

@@ -341,8 +341,12 @@ FAKE_API cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t st) 
   fake_cuda_enqueue(st, [=] { std::memset(d, v, n); });
   return cudaSuccess;
 }
+static std::atomic<long> g_ipc_exports{0};
+// For tests: how many legacy IPC handles were made in this process.
+FAKE_API long fake_cuda_ipc_exports() { return g_ipc_exports.load(); }
 FAKE_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* h, void* p) {
   static_assert(sizeof(IpcName) <= sizeof(cudaIpcMemHandle_t));
+  g_ipc_exports++;
   std::lock_guard<std::mutex> lock(g_alloc_mu);
   auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
   if (it == g_allocs.end() || it->second.fd < 0) return cudaErrorInvalidValue;
