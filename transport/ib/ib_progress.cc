@@ -277,13 +277,22 @@ Status wc_error(Comm* c, const ibv_wc& wc) {
                    wc.byte_len, wc.vendor_err, hint);
 }
 
+namespace {
+// The arguments irecv and iflush share: a comm, 1..kMaxRecvs buffers, their arrays.
+Status check_recv_args(const char* what, const RecvComm* c, int n, void** data, size_t* sizes,
+                       void** mhandles, void** request) {
+  if (c == nullptr || request == nullptr || n < 1 || n > kMaxRecvs || data == nullptr ||
+      sizes == nullptr || mhandles == nullptr)
+    return set_error(Status::kInvalidArg, kLog, "ib: %s: bad arguments (n=%d, 1..%d)", what, n,
+                     kMaxRecvs);
+  return Status::kSuccess;
+}
+}  // namespace
+
 zcx_status_t irecv(void* vcomm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                    void** request) {
   auto* c = static_cast<RecvComm*>(vcomm);
-  if (c == nullptr || request == nullptr || n < 1 || n > kMaxRecvs || data == nullptr ||
-      sizes == nullptr || mhandles == nullptr)
-    return to_c(set_error(Status::kInvalidArg, kLog, "ib: irecv: bad arguments (n=%d, 1..%d)",
-                          n, kMaxRecvs));
+  ZCX_IB_TRY_C(check_recv_args("irecv", c, n, data, sizes, mhandles, request));
   std::lock_guard<std::mutex> lock(c->mu);
   *request = nullptr;
   ZCX_IB_TRY_C(progress(c));
@@ -357,6 +366,7 @@ zcx_status_t isend(void* vcomm, void* data, size_t size, int tag, void* mhandle,
   return ZCX_SUCCESS;
 }
 
+namespace {
 // The flush QP, its host word and requests, made at the first iflush of a comm.
 Status flush_setup(RecvComm* c) {
   if (c->flush_qp != nullptr) return Status::kSuccess;
@@ -366,6 +376,7 @@ Status flush_setup(RecvComm* c) {
                       &c->flush_sink_mr));
   return flush_qp_create(c);
 }
+}  // namespace
 
 // NCCL's rule: reads one byte of the last non-empty buffer of a completed receive back into
 // host memory; when the read completes, the NIC's earlier writes to that memory have landed.
@@ -373,10 +384,7 @@ Status flush_setup(RecvComm* c) {
 zcx_status_t iflush(void* vcomm, int n, void** data, size_t* sizes, void** mhandles,
                     void** request) {
   auto* c = static_cast<RecvComm*>(vcomm);
-  if (c == nullptr || request == nullptr || n < 1 || n > kMaxRecvs || data == nullptr ||
-      sizes == nullptr || mhandles == nullptr)
-    return to_c(set_error(Status::kInvalidArg, kLog, "ib: iflush: bad arguments (n=%d, 1..%d)",
-                          n, kMaxRecvs));
+  ZCX_IB_TRY_C(check_recv_args("iflush", c, n, data, sizes, mhandles, request));
   std::lock_guard<std::mutex> lock(c->mu);
   *request = nullptr;
   int last = n - 1;
