@@ -1,6 +1,7 @@
 // Public C API of the collectives (coll.h): argument checks, handles, groups. No exception
 // leaves this file (allocation failures become ZCX_ERR_NO_MEMORY).
 #include "algorithms/algorithms.h"
+#include "base/api_internal.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config_vars.h"
@@ -14,28 +15,24 @@
 #include <mutex>
 #include <new>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 namespace zcx::coll {
 namespace {
 
-// Live communicator handles. A call checks its handle and counts itself in under this lock,
-// and zcx_comm_abort removes the handle under it, so an abort from another thread never
-// frees a communicator that a call is about to enter.
+// Communicator handles are in the API's handle registry (handle_live) while they may be
+// used. A call checks its handle and counts itself in under this lock, and zcx_comm_abort
+// and _destroy take the handle out under it, so an abort from another thread never frees a
+// communicator that a call is about to enter.
 std::mutex g_comms_mu;
-std::unordered_set<const zcx_comm*>& live_comms() {
-  static auto* set = new std::unordered_set<const zcx_comm*>();  // outlives static teardown
-  return *set;
-}
 
-// One API call on a communicator (see live_comms). Refused, with the reason, when the
+// One API call on a communicator (see g_comms_mu). Refused, with the reason, when the
 // handle is unknown (NULL, destroyed, aborted) or an abort has begun.
 class CallScope {
  public:
   explicit CallScope(zcx_comm* c) {
     std::lock_guard<std::mutex> lock(g_comms_mu);
-    if (c == nullptr || !live_comms().count(c)) {  // membership first: c may be freed
+    if (c == nullptr || !handle_live(c)) {  // membership first: c may be freed
       st_ = set_error(Status::kInvalidArg, kLogColl,
                       "not a live communicator (NULL, destroyed or aborted)");
     } else if (c->aborting.load()) {
@@ -185,7 +182,8 @@ Status init_on_context(std::unique_ptr<Context> owned, Context* ctx,
 // Removes the handle from the live set; false when it was not there.
 bool comm_retire(zcx_comm* c) {
   std::lock_guard<std::mutex> lock(g_comms_mu);
-  if (c == nullptr || live_comms().erase(c) == 0) return false;
+  if (c == nullptr || !handle_live(c)) return false;
+  handle_remove(c);
   c->aborting.store(true);
   return true;
 }
@@ -208,8 +206,7 @@ Status wait_for_calls(zcx_comm* c) {
 }  // namespace
 
 zcx_comm* comm_publish(std::unique_ptr<zcx_comm> c) {
-  std::lock_guard<std::mutex> lock(g_comms_mu);
-  live_comms().insert(c.get());
+  handle_add(c.get());  // a new address: no call or retire can race on it
   return c.release();
 }
 

@@ -387,10 +387,7 @@ Status Comm::fail_queue(Status st) {
 
 Status Comm::progress() {
   if (err_.has()) return err_.status();
-  if (abort_requested_.load(std::memory_order_relaxed)) {
-    err_.record(Status::kAborted, "communicator '" + name_ + "' was aborted");
-    return fail_queue(Status::kAborted);
-  }
+  if (abort_requested_.load(std::memory_order_relaxed)) return fail_aborted();
   // A shared-lane operation needs no transport: the context only gets its turns.
   const bool lane_head = !queue_.empty() && queue_.front()->lane;
   Status cst = !lane_head || lane_context_turn() ? ctx_->progress() : Status::kSuccess;
@@ -460,9 +457,15 @@ void Comm::request_abort() {
   if (owned_ctx_) owned_ctx_->abort();  // thread-safe; ends waits inside the transport too
 }
 
+// The sticky error says "aborted" (unless an earlier failure is already sticky), not
+// whatever this thread's last error happens to be.
+Status Comm::fail_aborted() {
+  err_.record(Status::kAborted, "communicator '" + name_ + "' was aborted");  // first one stays
+  return fail_queue(Status::kAborted);
+}
+
 void Comm::abort() {
-  if (!err_.has()) err_.record(Status::kAborted, "communicator '" + name_ + "' was aborted");
-  (void)fail_queue(Status::kAborted);  // the error above stays the sticky one
+  (void)fail_aborted();
   if (owned_ctx_) owned_ctx_->abort();
 }
 

@@ -169,6 +169,7 @@ class Comm final : public PeerLinks {
   void refresh_tuning();
   Status progress();
   Status fail_queue(Status st);  // records st as the sticky error; returns it
+  Status fail_aborted();         // fail_queue(kAborted) with "was aborted" as the message
   void index_hosts();
   bool host_oversubscribed() const;
   Status check_usable();

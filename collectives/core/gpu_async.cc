@@ -14,6 +14,7 @@
 #endif
 
 #include <atomic>
+#include <cstdio>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -89,19 +90,19 @@ struct GpuAsync::Impl {
   ~Impl();
   void loop();
   Status run_one(Comm& c, const std::shared_ptr<Op>& o);
-  Status wait_input();
-  Status drive(Comm& c, Op& o);
   void fail(Status st, std::string message);
   void post(uint32_t t) { __atomic_store_n(&words[0], t, __ATOMIC_RELEASE); }
-  Status check_wait(const std::string& then) const;  // then: what followed, or ""
+  // Whether a stream wait gave up; then: what followed, or "". quiet: do not log.
+  Status check_wait(const std::string& then, bool quiet) const;
 };
 
 GpuAsync::Impl::~Impl() {
   {
     std::lock_guard<std::mutex> lock(mu);
     stop = true;
+    if (op != nullptr) comm->request_abort();  // the call in flight fails at its next poll
   }
-  aborting = true;
+  aborting = true;  // or, still waiting for its input, stops waiting
   cv.notify_all();
   if (thread.joinable()) thread.join();
   CudaDeviceGuard guard(device);
@@ -138,40 +139,28 @@ void GpuAsync::Impl::loop() {
   }
 }
 
+// An abort (~Impl) ends the wait for the input here, and the operation through the
+// communicator's own abort request (Comm::wait fails at its next poll).
 Status GpuAsync::Impl::run_one(Comm& c, const std::shared_ptr<Op>& o) {
-  Status st = wait_input();
+  Status st = wait_stream_input(input, &aborting);
   if (st != Status::kSuccess) {
     c.abort();  // planned, never queued: this rank left the peers' sequence
     return st;
   }
   c.enqueue(o);
-  return drive(c, *o);
+  return c.wait(*o);
 }
 
-Status GpuAsync::Impl::wait_input() { return wait_stream_input(input, &aborting); }
-
-// Comm::wait's loop, with abort checked at every round.
-Status GpuAsync::Impl::drive(Comm& c, Op& o) {
-  WaitPacer pacer;
-  for (;;) {
-    if (aborting) {
-      c.abort();
-      return set_error(Status::kAborted, kLogColl, "stream-ordered call aborted");
-    }
-    bool done = false;
-    ZCX_TRY(c.test(o, &done));
-    if (done) return Status::kSuccess;
-    pacer.pause([&o] { return o.exec ? o.exec->last_progress_ns() : now_ns(); });
-  }
-}
-
-Status GpuAsync::Impl::check_wait(const std::string& then) const {
+Status GpuAsync::Impl::check_wait(const std::string& then, bool quiet) const {
   const uint32_t gave_up = __atomic_load_n(&words[1], __ATOMIC_ACQUIRE);
   if (gave_up == 0) return Status::kSuccess;
-  return set_error(Status::kTimeout, kLogColl,
-                   "stream-ordered call %u held its stream for ZCX_GPU_STREAM_TIMEOUT (%.1f s) "
-                   "without finishing; the stream went on without its result%s", gave_up,
-                   static_cast<double>(stream_bound_ns()) / 1e9, then.c_str());
+  char msg[256];
+  std::snprintf(msg, sizeof msg,
+                "stream-ordered call %u held its stream for ZCX_GPU_STREAM_TIMEOUT (%.1f s) "
+                "without finishing; the stream went on without its result",
+                gave_up, static_cast<double>(stream_bound_ns()) / 1e9);
+  return quiet ? set_error_quiet(Status::kTimeout, "%s%s", msg, then.c_str())
+               : set_error(Status::kTimeout, kLogColl, "%s%s", msg, then.c_str());
 }
 
 GpuAsync::GpuAsync(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -200,7 +189,7 @@ Status GpuAsync::quiesce() {
   m.cv.wait(lock, [&] { return m.op == nullptr; });
   // A stream that went on without a result says so first: its later work read wrong data.
   const std::string then = m.failure.empty() ? "" : "; the call then failed: " + m.failure;
-  if (m.check_wait(then) != Status::kSuccess) return Status::kTimeout;
+  if (m.check_wait(then, /*quiet=*/false) != Status::kSuccess) return Status::kTimeout;
   if (m.failed.load() != 0)
     return set_error(static_cast<Status>(m.failed.load()), kLogColl, "%s", m.failure.c_str());
   return Status::kSuccess;
@@ -209,10 +198,7 @@ Status GpuAsync::quiesce() {
 Status GpuAsync::error(const Comm& comm) const {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
-  if (const uint32_t gave_up = __atomic_load_n(&m.words[1], __ATOMIC_ACQUIRE))
-    return set_error_quiet(Status::kTimeout,
-                           "stream-ordered call %u held its stream for ZCX_GPU_STREAM_TIMEOUT; "
-                           "the stream went on without its result", gave_up);
+  if (Status st = m.check_wait("", /*quiet=*/true); st != Status::kSuccess) return st;
   if (m.failed.load() != 0)
     return set_error_quiet(static_cast<Status>(m.failed.load()), "%s", m.failure.c_str());
   return m.op == nullptr ? comm.async_error() : Status::kSuccess;

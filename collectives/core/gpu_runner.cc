@@ -53,6 +53,18 @@ ScratchMemory pinned_memory() {
           true};
 }
 
+// Whether the device may see a NIC's writes (GPUDirect RDMA) after the receive completed on
+// the host, and can flush them from the host (cudaDeviceFlushGPUDirectRDMAWrites).
+bool needs_gdr_flush(int device) {
+  int ordering = 0, options = 0;
+  const CudaApi* api = cuda_shim();
+  if (api->device_get_attribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) ||
+      api->device_get_attribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device))
+    return false;  // an older driver: treat the writes as ordered, as before
+  return ordering < cudaGPUDirectRDMAWritesOrderingOwner &&
+         (options & cudaFlushGPUDirectRDMAWritesOptionHost) != 0;
+}
+
 // Bytes of the send and receive buffers a call reads and writes (0: not checked, the V forms).
 void call_extents(const OpArgs& a, int nranks, size_t* send, size_t* recv) {
   const size_t block = a.count * a.esize(), all = block * static_cast<size_t>(nranks);
@@ -134,20 +146,6 @@ Status GpuRunner::Impl::wait_for(cudaStream_t user) const {
   ZCX_TRY(cuda_check(api->event_record(queued, user), "cudaEventRecord (the call's stream)"));
   return wait_stream_input(queued, nullptr);
 }
-
-namespace {
-// Whether the device may see a NIC's writes (GPUDirect RDMA) after the receive completed on
-// the host, and can flush them from the host (cudaDeviceFlushGPUDirectRDMAWrites).
-bool needs_gdr_flush(int device) {
-  int ordering = 0, options = 0;
-  const CudaApi* api = cuda_shim();
-  if (api->device_get_attribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) ||
-      api->device_get_attribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device))
-    return false;  // an older driver: treat the writes as ordered, as before
-  return ordering < cudaGPUDirectRDMAWritesOrderingOwner &&
-         (options & cudaFlushGPUDirectRDMAWritesOptionHost) != 0;
-}
-}  // namespace
 
 GpuRunner::GpuRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuRunner::~GpuRunner() = default;

@@ -179,9 +179,10 @@ Status progress(Comm* c) {
   if (c->error.has()) return c->error.raise();
   if (c->closed.empty()) ZCX_TRY(read_packets(c));
   if (c->is_send) ZCX_TRY(progress_sends(c));
-  const bool waiting =
-      std::any_of(c->queue.begin(), c->queue.end(), [](Request* q) { return !q->done; });
-  if (!c->closed.empty() && waiting) return fail(c, Status::kRemote, c->closed.c_str());
+  // Scanned only once the peer has closed: progress runs at every poll.
+  if (!c->closed.empty() &&
+      std::any_of(c->queue.begin(), c->queue.end(), [](Request* q) { return !q->done; }))
+    return fail(c, Status::kRemote, c->closed.c_str());
   return check_idle(c);
 }
 

@@ -134,8 +134,8 @@ zcx_status_t c_close_listen(void* lc) {
 const zcx_provider_ops_t kOps = {
     sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, "cuda_ipc", ZCX_PROVIDER_ID_CUDA_IPC,
     ZCX_PROVIDER_LOCAL_ONLY | ZCX_PROVIDER_DEVICE_ONLY, c_init, c_finalize, c_devices,
-    c_get_properties, c_listen, c_connect, c_accept, c_peer_info, c_reg_mr, nullptr, c_dereg_mr, c_isend, c_irecv,
-    nullptr, c_test, c_close_comm, c_close_comm, c_close_listen,
+    c_get_properties, c_listen, c_connect, c_accept, c_peer_info, c_reg_mr, nullptr,
+    c_dereg_mr, c_isend, c_irecv, nullptr, c_test, c_close_comm, c_close_comm, c_close_listen,
 };
 
 }  // namespace

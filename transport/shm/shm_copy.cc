@@ -42,7 +42,8 @@ int size_class(const Comm* c, size_t size) {
 
 double rate_of(const LargeChooser::Rate& r) { return r.ns > 0 ? r.bytes / r.ns : 0; }
 
-// Whether arm `a` of a class is due to be (re)measured now, for a message of `size`.
+// Whether an arm (CMA or the pipeline) of a class is due to be (re)measured now, for a
+// message of `size`.
 bool due(const LargeChooser::Rate& r, size_t size, int64_t now) {
   if (r.trying) return false;
   if (r.at_ns == 0) return true;

@@ -186,7 +186,6 @@ Status corrupt(Comm* c, const char* what) {
                    peer_name(c).c_str(), what);
 }
 
-
 bool slot_free(Comm* c, uint64_t n) {
   if (c->head + n - c->tail <= c->layout.nslots) return true;
   c->tail = c->rline->tail.load(std::memory_order_acquire);
