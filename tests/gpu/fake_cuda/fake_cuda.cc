@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -111,16 +112,18 @@ class Stream {
 // Every live stream: the calls that wait for the whole device (cudaDeviceSynchronize, and
 // allocation and free, as CUDA's do) wait for each of them, so a design that holds a stream
 // while it allocates deadlocks here as it would on a GPU.
+// Shared: a device-wide wait keeps the streams it waits for alive, should another thread
+// destroy one meanwhile (the last owner then deletes it).
 std::mutex g_streams_mu;
-std::vector<Stream*> g_streams;
+std::vector<std::shared_ptr<Stream>> g_streams;
 
 void sync_device() {
-  std::vector<Stream*> all;
+  std::vector<std::shared_ptr<Stream>> all;
   {
     std::lock_guard<std::mutex> lock(g_streams_mu);
     all = g_streams;
   }
-  for (Stream* s : all) s->sync();
+  for (const auto& s : all) s->sync();
 }
 
 }  // namespace
@@ -381,24 +384,27 @@ FAKE_API cudaError_t cudaIpcCloseMemHandle(void* p) {
 }
 FAKE_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   t_context = true;
-  auto* stream = new Stream();
+  auto stream = std::make_shared<Stream>();
   {
     std::lock_guard<std::mutex> lock(g_streams_mu);
     g_streams.push_back(stream);
   }
-  *s = reinterpret_cast<cudaStream_t>(stream);
+  *s = reinterpret_cast<cudaStream_t>(stream.get());
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  auto* stream = reinterpret_cast<Stream*>(s);
+  std::shared_ptr<Stream> stream;
   {
     std::lock_guard<std::mutex> lock(g_streams_mu);
-    g_streams.erase(std::remove(g_streams.begin(), g_streams.end(), stream), g_streams.end());
+    auto it = std::find_if(g_streams.begin(), g_streams.end(),
+                           [&](const auto& p) { return p.get() == reinterpret_cast<Stream*>(s); });
+    if (it == g_streams.end()) return cudaErrorInvalidResourceHandle;
+    stream = std::move(*it);
+    g_streams.erase(it);
   }
   stream->sync();
-  delete stream;
-  return cudaSuccess;
+  return cudaSuccess;  // deleted here, or by a device-wide wait still holding it
 }
 FAKE_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (s != nullptr) reinterpret_cast<Stream*>(s)->sync();
