@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares the zcx shm provider with Open MPI's vader BTL (with and without CMA) and with
 # UCX's shared-memory transports (posix, sysv, posix+cma) in one run, on this machine.
-# Prints a markdown table (medians over REPS runs) for docs/PERFORMANCE.md.
+# Prints a markdown table (median (min-max) over REPS runs) for docs/PERFORMANCE.md, then
+# zcx's ratio to the best peer at each target size.
 #
 #   tools/perf/shm_compare.sh [build-dir]        (default: build; REPS=5 by default)
 #   RT="chrt -f 10" REPS=5 tools/perf/shm_compare.sh build     (on a busy shared machine)
@@ -28,7 +29,11 @@ LAT_SIZES=(8 4096)
 BW_SIZES=(65536 1048576 67108864)
 PORT=$((20000 + RANDOM % 20000))
 
-median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else printf "%.3f", (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }
+# "median (min-max)" of the numbers on stdin, one per line.
+median() {
+  sort -g | awk '{v[NR]=$1} END {if (NR==0) {print "n/a"; exit}
+    printf "%.3f (%.3f-%.3f)", (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2, v[1], v[NR]}'
+}
 
 # bw1 = bandwidth with one message in flight (each message streams through memory on its
 # own; with a window of messages sharing one buffer, an implementation that interleaves
@@ -101,10 +106,11 @@ for rep in $(seq "$REPS"); do
   done
 done
 med() { tr ' ' '\n' <<< "${VALS[$1]}" | grep -v '^$' | median; }
+medv() { med "$1" | cut -d' ' -f1; }  # the median alone
 
 echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')),"\
      "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg),"\
-     "REPS=$REPS (medians)${RT:+, run under '$RT'}"
+     "REPS=$REPS (median (min-max))${RT:+, run under '$RT'}"
 echo "Hardware floor (one cache line bounced between the two CPUs, no library): $(med floor) us one-way"
 echo
 echo "| system | 8 B lat (us) | 4 KiB lat (us) | 64 KiB bw (GB/s) | 1 MiB bw (GB/s) | 64 MiB bw (GB/s) | 64 MiB bw, 1 in flight (GB/s) | CPU line ns |"
@@ -117,3 +123,21 @@ done
 echo
 echo "CPU line ns: one-way time of a cache line bounced between CPUs 0 and 1 before/after each"
 echo "system's measurements, one pair per repetition${NEAR:+; each waited for $NEAR ns (NEAR)}."
+
+# zcx (default) against the best peer's median at the issue's target sizes (latency: lower is
+# better, so the ratio is peer/zcx; bandwidth: zcx/peer). Peers are systems 2 and up.
+echo
+for key in lat,8 bw,1048576 bw,67108864; do
+  best="" who=""
+  for i in "${!SYSTEMS[@]}"; do
+    [[ $i -lt 2 ]] && continue
+    v=$(medv "$i,$key")
+    [[ $v == n/a ]] && continue
+    if [[ -z $best ]] || awk -v a="$v" -v b="$best" -v k="$key" \
+        'BEGIN {exit !((k ~ /^lat/) ? a < b : a > b)}'; then best=$v who=${SYSTEMS[$i]}; fi
+  done
+  z=$(medv "0,$key")
+  awk -v z="$z" -v b="$best" -v k="$key" -v w="$who" 'BEGIN {
+    r = (k ~ /^lat/) ? b / z : z / b
+    printf "%s: zcx %s, best peer %s (%s): zcx %.2fx the peer\n", k, z, b, w, r }'
+done
