@@ -94,6 +94,8 @@ Comm::~Comm() {
   if (stuck && !owned_ctx_)
     ZCX_WARN(kLogColl, "communicator '%s' destroyed with %zu failed operations still owning "
              "transfers; abort its context before freeing their buffers", name_.c_str(), stuck);
+  for (auto& op : queue_)
+    if (op->exec) op->exec->release_ranges();  // while the context is still there
   owned_ctx_.reset();  // closes every connection before the operations' buffers go
 }
 
@@ -379,6 +381,7 @@ Status Comm::fail_queue(Status st) {
   for (auto& op : queue_) {
     op->result = st;
     op->done = true;
+    if (op->exec) op->exec->release_ranges();
     if (op->exec && op->exec->has_inflight()) graveyard_.push_back(op);
   }
   queue_.clear();

@@ -24,9 +24,57 @@ Executor::Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& des
       last_progress_ns_(now_ns()),
       timeout_ms_(timeout_ms) {}
 
-void Executor::drop_device_registrations() {
-  for (auto [p, n] : device_regs_) links_->context().drop_device_registrations(p, n);
-  device_regs_.clear();
+namespace {
+
+bool registers_memory(const Endpoint* ep) {
+  const zcx_provider_ops_t* p = ep->provider();  // null for the tests' fake endpoints
+  return p != nullptr && (p->flags & ZCX_PROVIDER_NEEDS_REG) != 0;
+}
+
+// Bytes [p, p + n) of the allocation at `alloc` (0: host memory, one group).
+struct Range {
+  uintptr_t alloc;
+  const char* p;
+  size_t n;
+  bool operator<(const Range& o) const { return alloc != o.alloc ? alloc < o.alloc : p < o.p; }
+};
+
+// Sorted, with overlapping or touching ranges of one allocation joined (a buffer's chunks
+// become the buffer).
+std::vector<Range> merge_ranges(std::vector<Range> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<Range> out;
+  for (const Range& r : ranges) {
+    Range* last = out.empty() ? nullptr : &out.back();
+    if (last && last->alloc == r.alloc && r.p <= last->p + last->n)
+      last->n = static_cast<size_t>(std::max(last->p + last->n, r.p + r.n) - last->p);
+    else
+      out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+// The task buffers (per CUDA allocation in a device operation) and the descriptor array
+// separately: descriptors are host memory, which one registration must not mix with GPU
+// memory.
+void Executor::hold_ranges() {
+  holding_ = true;
+  std::vector<Range> bufs;
+  for (const Task& t : sched_->tasks()) {
+    if (t.bytes == 0 || (t.kind != TaskKind::kSend && t.kind != TaskKind::kRecv)) continue;
+    const char* p = static_cast<const char*>(t.kind == TaskKind::kSend ? t.src : t.dst);
+    bufs.push_back({on_device() ? allocation_of(p) : 0, p, t.bytes});
+  }
+  for (const Range& r : merge_ranges(std::move(bufs))) held_.emplace_back(r.p, r.n);
+  if (!hdrs_.empty()) held_.emplace_back(hdrs_.data(), hdrs_.size() * sizeof(OpDesc));
+  for (auto [p, n] : held_) links_->context().hold_range(p, n);
+}
+
+void Executor::release_ranges() {
+  for (auto [p, n] : held_) links_->context().release_range(p, n);
+  held_.clear();
 }
 
 bool Executor::deps_done(int i) const {
@@ -64,11 +112,9 @@ Status Executor::issue(int i) {
     st = links_->data_endpoint(t.peer, &data_ep, &staged);
     if (st != Status::kSuccess) return fail(st, t, "connecting (device memory)");
   }
+  if (!holding_ && (registers_memory(ep) || registers_memory(data_ep))) hold_ranges();
   ZCX_TRY(t.kind == TaskKind::kSend ? issue_send(i, ep, data_ep, staged)
                                     : issue_recv(i, ep, data_ep, staged));
-  const bool gpudirect = on_device() && !staged && t.bytes != 0;  // provider() only then
-  if (gpudirect && (data_ep->provider()->flags & ZCX_PROVIDER_NEEDS_REG))
-    device_regs_.emplace_back(t.kind == TaskKind::kSend ? t.src : t.dst, t.bytes);
   if (slots_[i].hdr_done && slots_[i].data_done) complete_[i] = 1;  // nothing to wait for
   else inflight_.push_back(i);
   return Status::kSuccess;
@@ -204,7 +250,7 @@ Status Executor::progress(bool* done) {
     if (moved) idle_calls_ = 0, moved_since_clock_ = true;
   }
   *done = next_ == tasks.size() && inflight_.empty();
-  if (*done) drop_device_registrations();
+  if (*done) release_ranges();
   // The clock is read once per 32 idle calls: on the small-message path it was a visible
   // share of each operation, and the timeout is seconds long.
   if (*done || (++idle_calls_ & 31) != 0) return Status::kSuccess;

@@ -57,6 +57,9 @@ class Executor {
   Status progress(bool* done);
   // Requests still owned by the transport (their buffers must stay alive).
   bool has_inflight() const { return !inflight_.empty(); }
+  // Ends the operation's holds on its buffers (done by progress() when it completes; the
+  // communicator calls it for an operation that failed or never ran). Idempotent.
+  void release_ranges();
   // When this operation last moved (a move not yet stamped by a clock read counts as now).
   int64_t last_progress_ns() const { return moved_since_clock_ ? now_ns() : last_progress_ns_; }
 
@@ -82,6 +85,7 @@ class Executor {
   Status stage_buffer(const Task& t, Slot& s);
   Status stage_in(const Task& t, Slot& s);   // received: bounce -> device
   Status flush_gdr_writes();                 // after a GPUDirect receive (DeviceIo)
+  uintptr_t allocation_of(const void* p) const;  // CUDA allocation base, 0 when unknown
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);
   Status fail(Status st, const Task& t, const char* action);
@@ -98,11 +102,14 @@ class Executor {
   std::vector<uint8_t> link_sent_, link_recv_;  // per peer: descriptor done on this link
   std::vector<uint8_t> link_ok_;     // per peer: its descriptor arrived and matched
   std::vector<int> inflight_;
-  // Device ranges handed to a provider that registers memory (GPUDirect RDMA): their
-  // registrations last this operation (Context::drop_device_registrations). A failed
-  // operation leaves them to the context's teardown: the communicator is unusable then.
-  std::vector<std::pair<const void*, size_t>> device_regs_;
-  void drop_device_registrations();
+  // The operation's transfer buffers as a few contiguous ranges, held at the context while
+  // the operation runs on a provider that registers memory, so each range is registered
+  // once per connection rather than once per chunk (Context::hold_range). Released when the
+  // operation completes or fails; never left behind, since a range held after the caller
+  // frees its memory would keep a registration of the old pages for the next operation.
+  std::vector<std::pair<const void*, size_t>> held_;
+  bool holding_ = false;
+  void hold_ranges();
   size_t next_ = 0;
   int64_t last_progress_ns_;
   Status check_members(int64_t now);

@@ -54,14 +54,25 @@ ContextOptions both_providers(int) {
   return ContextOptions{{fake_local_provider(), fake_provider()}, "same-host"};
 }
 
+// How send_ring's buffers are known to the context: not at all, through mem_register, or
+// held (hold_range) for the whole ring.
+enum class Known { kNo, kRegistered, kHeld };
+
 // device: through isend_device / irecv_device (host memory posing as GPU memory: the fake
 // providers copy with memcpy).
-void send_ring(Context& c, int r, size_t bytes, int rounds, bool device = false) {
+void send_ring(Context& c, int r, size_t bytes, int rounds, bool device = false,
+               Known known = Known::kNo) {
   int n = c.nranks(), next = (r + 1) % n, prev = (r + n - 1) % n;
   Endpoint *to = nullptr, *from = nullptr;
   ASSERT_EQ(c.endpoint(next, &to), Status::kSuccess) << last_error();
   ASSERT_EQ(c.endpoint(prev, &from), Status::kSuccess) << last_error();
   std::vector<uint8_t> out(bytes), in(bytes + 16);
+  for (std::vector<uint8_t>* v : {&out, &in}) {
+    if (known == Known::kRegistered) {
+      ASSERT_EQ(c.mem_register(v->data(), v->size()), Status::kSuccess) << last_error();
+    }
+    if (known == Known::kHeld) c.hold_range(v->data(), v->size());
+  }
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(r * 7 + i * 13 + round);
     Request *sreq = nullptr, *rreq = nullptr;
@@ -79,6 +90,12 @@ void send_ring(Context& c, int r, size_t bytes, int rounds, bool device = false)
     for (size_t i = 0; i < bytes; ++i)
       ASSERT_EQ(in[i], static_cast<uint8_t>(prev * 7 + i * 13 + round)) << "byte " << i;
   }
+  for (std::vector<uint8_t>* v : {&out, &in}) {
+    if (known == Known::kRegistered) {
+      EXPECT_EQ(c.mem_deregister(v->data(), v->size()), Status::kSuccess) << last_error();
+    }
+    if (known == Known::kHeld) c.release_range(v->data(), v->size());
+  }
   ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);  // peers finish before teardown
 }
 
@@ -91,11 +108,25 @@ TEST_F(ContextTest, RingOverLocalProviderWithRegistration) {
       EXPECT_STREQ(ep->provider()->name, "fakelocal");  // first in order, same host
       send_ring(c, r, 1000, 5);
     });
-    // Each rank registers its two buffers once per comm, not once per message.
-    EXPECT_EQ(fake_stats().registrations.load() - regs_before, 2 * n);
+    // Buffers the context was not told about are registered for one transfer each (5 sends
+    // and 5 receives per rank); run() checks that each registration was also released.
+    EXPECT_EQ(fake_stats().registrations.load() - regs_before, 10 * n);
   }
   EXPECT_GT(fake_stats().send_retries.load(), 0);     // "retry later" was exercised
   EXPECT_GT(fake_stats().connect_pending.load(), 0);  // the connect loop too
+}
+
+// A registered or held range is registered whole, once per connection, however many
+// transfers use it, and deregistered when the range is deregistered or released.
+TEST_F(ContextTest, RegisteredAndHeldRangesRegisteredOncePerConnection) {
+  for (Known known : {Known::kRegistered, Known::kHeld}) {
+    const int regs_before = fake_stats().registrations.load();
+    const int deregs_before = fake_stats().deregistrations.load();
+    run(2, both_providers, [known](Context& c, int r) { send_ring(c, r, 1000, 5, false, known); });
+    // Each rank: its send buffer on its send comm, its receive buffer on its recv comm.
+    EXPECT_EQ(fake_stats().registrations.load() - regs_before, 2 * 2);
+    EXPECT_EQ(fake_stats().deregistrations.load() - deregs_before, 2 * 2);
+  }
 }
 
 // GPUDirect RDMA as the context sees it: a provider whose device takes GPU memory gets it
@@ -116,8 +147,8 @@ TEST_F(ContextTest, DeviceMemoryRegisteredAsCudaAndFlushedAfterReceives) {
         send_ring(c, r, 4096, 3, /*device=*/true);
         send_ring(c, r, 100, 2);  // host memory: registered as such, never flushed
       });
-  // Each rank: its two device buffers once (cached), 3 device receives flushed.
-  EXPECT_EQ(fake_stats().cuda_registrations.load() - cuda_before, 2 * 2);
+  // Each rank: 3 device sends and 3 device receives registered, the receives flushed.
+  EXPECT_EQ(fake_stats().cuda_registrations.load() - cuda_before, 2 * 6);
   EXPECT_EQ(fake_stats().flushes.load() - flushes_before, 2 * 3);
   run(2, [](int r) { return ContextOptions{{fake_provider()}, "host" + std::to_string(r)}; },
       [](Context& c, int r) {

@@ -154,6 +154,9 @@ TEST_F(CollGpuDirect, DeviceBuffersGoToTheProviderAndReceivesAreFlushed) {
   EXPECT_GT(c.provider_flushes, 0) << "receives into device memory were not flushed (iflush)";
   EXPECT_EQ(c.gpu_flushes, 0) << "the provider flushes: the GPU need not";
   EXPECT_EQ(c.regs_left, 0);
+  // An operation registers each of its buffers once per connection (Context::hold_range),
+  // not each chunk it moves: fewer registrations than there were receives alone.
+  EXPECT_LT(c.cuda_regs, c.provider_flushes);
   std::printf("GPUDirect: %d CUDA registrations, %d provider flushes, %ld GPU flushes\n",
               c.cuda_regs, c.provider_flushes, c.gpu_flushes);
 }
@@ -168,8 +171,8 @@ TEST_F(CollGpuDirect, WithoutAProviderFlushTheGpuIsFlushed) {
               c.gpu_flushes);
 }
 
-// A device registration lasts one operation (Context::drop_device_registrations): the same
-// buffer used twice is registered twice, since CUDA may have given its address to another
+// A registration lasts one operation (the executor's hold on its buffers): the same buffer
+// used twice is registered twice, since CUDA may have given its address to another
 // allocation in between.
 TEST_F(CollGpuDirect, DeviceRegistrationsLastOneOperation) {
   const Counts once = run_job(flushes_, 1);

@@ -22,8 +22,8 @@ class Endpoint {
   virtual ~Endpoint() = default;
   virtual int peer() const = 0;
   virtual const zcx_provider_ops_t* provider() const = 0;
-  // Messages match in posting order per direction. mhandle may be null (registered lazily
-  // through the context's cache when the provider needs it). *req is never null on success.
+  // Messages match in posting order per direction. The context registers the buffer where
+  // the provider needs it (see Context::mem_register). *req is never null on success.
   virtual Status isend(const void* buf, size_t size, int tag, Request** req) = 0;
   virtual Status irecv(void* buf, size_t size, int tag, Request** req) = 0;
   // Whether the *_device calls take CUDA device memory here without staging: cuda_ipc, or a
@@ -76,15 +76,19 @@ class Context {
   // Whether req is still owned by the caller (not completed, not freed after an error).
   virtual bool request_live(const Request* req) const = 0;
   virtual void abort() = 0;
-  // Registrations made through zcx_mem_register: the range is recorded and registered per
-  // connection through the cache on first use; deregistering drops those registrations.
+  // Memory registration (providers that need one, ib): a transfer inside a range registered
+  // here, or held below, uses one registration of the whole range per connection, made at
+  // its first use and kept until the range is deregistered or released. Any other transfer
+  // is registered for its own life only: a cached registration of memory the caller has
+  // since freed would still name the old pages, and data would land there (or be read from
+  // there) while the call reports success.
   virtual Status mem_register(void* buf, size_t size) = 0;
   virtual Status mem_deregister(void* buf, size_t size) = 0;
-  // Deregisters the cached registrations inside [buf, buf+size) of device memory that no
-  // live request uses. Device registrations last one operation: CUDA may hand a freed
-  // buffer's address to a new allocation, and a cached registration would still name the
-  // old pages (host memory is the caller's to keep, as in NCCL).
-  virtual void drop_device_registrations(const void* buf, size_t size) { (void)buf, (void)size; }
+  // A hold: mem_register for the span of one operation (the collectives' buffers), counted,
+  // so several operations may hold one range. Releasing drops the range's registrations once
+  // no request uses them.
+  virtual void hold_range(const void* buf, size_t size) { (void)buf, (void)size; }
+  virtual void release_range(const void* buf, size_t size) { (void)buf, (void)size; }
 };
 
 }  // namespace zcx

@@ -46,6 +46,18 @@ struct RemoteRank {
 class ContextImpl;
 class EndpointImpl;
 
+// One provider registration; deregistered when the last owner lets go (the context's cache
+// for a registered or held range, and every request posted with it).
+struct Registration {
+  const zcx_provider_ops_t* ops = nullptr;
+  void* comm = nullptr;
+  void* mh = nullptr;
+  Registration(const zcx_provider_ops_t* o, void* c, void* m) : ops(o), comm(c), mh(m) {}
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+  ~Registration() { (void)ops->dereg_mr(comm, mh); }
+};
+
 // A posted (or, after a provider's "retry later", not yet posted) send or receive.
 class Request {
  public:
@@ -56,7 +68,7 @@ class Request {
   int tag = 0;
   void* preq = nullptr;  // the provider's request once posted
   int mem_kind = ZCX_MEM_HOST;  // ZCX_MEM_CUDA: posted by isend_device / irecv_device
-  void* mh = nullptr;           // its registration (providers that need one)
+  std::shared_ptr<Registration> reg;  // providers that need one: kept until the request ends
   bool flushing = false;        // received; preq is now the provider's iflush
   size_t moved = 0;             // bytes the provider moved (a receive's, after its flush)
   Status error = Status::kSuccess;  // posting failed: reported by the next test of it
@@ -107,19 +119,22 @@ class ContextImpl final : public Context {
   void abort() override;
   Status mem_register(void* buf, size_t size) override;
   Status mem_deregister(void* buf, size_t size) override;
-  void drop_device_registrations(const void* buf, size_t size) override;
+  void hold_range(const void* buf, size_t size) override;
+  void release_range(const void* buf, size_t size) override;
 
   // Used by EndpointImpl / requests (context_request.cc).
   Status post(Request* req);             // queues it behind earlier unposted ones
   void flush_unposted(EndpointImpl* ep, bool sends);
   Status post_now(Request* req);
-  Status mhandle_for(size_t slot, void* comm, void* buf, size_t size, int kind, void** mh);
+  // The registration a request posts with: its registered or held range's (made once per
+  // comm), else one of its own.
+  Status registration_for(const Request* req, void* comm, std::shared_ptr<Registration>* out);
   // A receive into GPU memory that the provider's device wants flushed: posts the iflush
   // (the request then waits for it). *started false: nothing to flush.
   Status start_flush(Request* req, bool* started);
-  // Drops cached registrations inside [buf, buf+size) (everything when buf is null); with
-  // keep_live, not those a live request uses.
-  void release_registrations(const void* buf, size_t size, bool keep_live = false);
+  // Drops the cached registrations of ranges inside [buf, buf+size) (all when buf is null);
+  // a request that still uses one keeps it until it ends.
+  void release_registrations(const void* buf, size_t size);
   ProviderSlot& slot(size_t i) { return providers_[i]; }
   std::string who(int rank) const { return describe_peer(*bs_, rank); }
   Status check_usable() const;
@@ -131,6 +146,8 @@ class ContextImpl final : public Context {
   Status open_providers(const ContextOptions& options);
   Status exchange_records(const std::string& host_identity);
   Status choose_provider(int peer, const std::string& name, size_t* slot) const;
+  bool covering_range(const void* buf, size_t size, std::pair<uintptr_t, size_t>* range) const;
+  Status register_range(size_t slot, void* comm, void* buf, size_t size, int kind, void** mh);
   bool find_provider(int peer, const std::string& name, size_t* slot) const;
   Status connect_send(int peer, size_t slot, void** send_comm);
   Status accept_pending(ProviderSlot& p);
@@ -140,9 +157,11 @@ class ContextImpl final : public Context {
   std::vector<ProviderSlot> providers_;
   std::vector<RemoteRank> ranks_;
   std::map<std::pair<int, size_t>, std::unique_ptr<EndpointImpl>> endpoints_;  // (peer, slot)
-  // (provider slot, comm, ptr, size) -> mhandle
-  std::map<std::tuple<size_t, void*, void*, size_t>, void*> reg_cache_;
-  std::set<std::pair<uintptr_t, size_t>> user_regs_;
+  // (provider slot, comm, range start, range size) -> the range's registration on that comm
+  std::map<std::tuple<size_t, void*, uintptr_t, size_t>, std::shared_ptr<Registration>>
+      reg_cache_;
+  std::map<std::pair<uintptr_t, size_t>, int> user_regs_;  // mem_register, with its count
+  std::map<std::pair<uintptr_t, size_t>, int> held_;      // hold_range, with its count
   std::set<Request*> live_requests_;
   std::atomic<bool> aborted_{false};
   int64_t last_accept_poll_ns_ = 0;  // see progress()

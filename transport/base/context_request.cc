@@ -104,10 +104,9 @@ Status ContextImpl::post_now(Request* req) {
     comm = p.accepted[static_cast<size_t>(ep->peer_)];
     if (comm == nullptr) return Status::kSuccess;
   }
-  void* mh = nullptr;
-  if ((p.ops->flags & ZCX_PROVIDER_NEEDS_REG) && req->size > 0)
-    ZCX_TRY(mhandle_for(ep->slot_, comm, req->buf, req->size, req->mem_kind, &mh));
-  req->mh = mh;
+  if ((p.ops->flags & ZCX_PROVIDER_NEEDS_REG) && req->size > 0 && !req->reg)
+    ZCX_TRY(registration_for(req, comm, &req->reg));  // kept across "retry later"
+  void* mh = req->reg ? req->reg->mh : nullptr;
   zcx_status_t rc;
   if (req->is_send) {
     rc = p.ops->isend(comm, req->buf, req->size, req->tag, mh, &req->preq);
@@ -177,7 +176,8 @@ Status ContextImpl::start_flush(Request* req, bool* started) {
   void* data = req->buf;
   size_t size = req->moved;
   void* flush = nullptr;
-  zcx_status_t rc = p.ops->iflush(comm, 1, &data, &size, &req->mh, &flush);
+  void* mh = req->reg ? req->reg->mh : nullptr;
+  zcx_status_t rc = p.ops->iflush(comm, 1, &data, &size, &mh, &flush);
   if (rc != ZCX_SUCCESS) {
     Status s = set_error(static_cast<Status>(rc), kLogNet,
                          "rank %d: %s flush of a receive from %s failed: %s", rank(),
@@ -214,45 +214,87 @@ Status ContextImpl::wait(Request* req, size_t* size) {
   }
 }
 
-Status ContextImpl::mhandle_for(size_t slot, void* comm, void* buf, size_t size, int kind,
-                                void** mh) {
-  auto key = std::make_tuple(slot, comm, buf, size);
-  auto it = reg_cache_.find(key);
-  if (it != reg_cache_.end()) {
-    *mh = it->second;
-    return Status::kSuccess;
+// The first registered or held range that contains [buf, buf+size).
+bool ContextImpl::covering_range(const void* buf, size_t size,
+                                 std::pair<uintptr_t, size_t>* range) const {
+  const auto lo = reinterpret_cast<uintptr_t>(buf);
+  auto covers = [&](const std::pair<uintptr_t, size_t>& r) {
+    return lo >= r.first && lo - r.first <= r.second && size <= r.second - (lo - r.first);
+  };
+  for (const auto& [r, count] : user_regs_) {
+    if (covers(r)) {
+      *range = r;
+      return true;
+    }
   }
+  for (const auto& [r, count] : held_) {
+    if (covers(r)) {
+      *range = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status ContextImpl::register_range(size_t slot, void* comm, void* buf, size_t size, int kind,
+                                   void** mh) {
   ProviderSlot& p = providers_[slot];
   zcx_status_t rc = p.ops->reg_mr(comm, buf, size, kind, mh);
   if (rc != ZCX_SUCCESS)
     return set_error(static_cast<Status>(rc), kLogMem,
                      "rank %d: %s cannot register %zu bytes %sat %p: %s", rank(), p.ops->name,
                      size, kind == ZCX_MEM_CUDA ? "of GPU memory " : "", buf, last_error());
-  reg_cache_.emplace(key, *mh);
   return Status::kSuccess;
 }
 
-void ContextImpl::release_registrations(const void* buf, size_t size, bool keep_live) {
-  auto lo = reinterpret_cast<uintptr_t>(buf);
-  std::set<void*> in_use;
-  if (keep_live)
-    for (const Request* r : live_requests_) in_use.insert(r->mh);
-  for (auto it = reg_cache_.begin(); it != reg_cache_.end();) {
-    auto [slot, comm, ptr, len] = it->first;
-    auto start = reinterpret_cast<uintptr_t>(ptr);
-    bool inside = buf == nullptr || (start >= lo && start - lo < size && len <= size - (start - lo));
-    if (!inside || in_use.count(it->second)) {
-      ++it;
-      continue;
+// A range's registration is made once per comm and cached until the range goes. Where the
+// whole range cannot be registered (a hold may span memory the provider refuses as one
+// piece), the request falls back to a registration of its own.
+Status ContextImpl::registration_for(const Request* req, void* comm,
+                                     std::shared_ptr<Registration>* out) {
+  const size_t slot = req->ep->slot_;
+  const zcx_provider_ops_t* ops = providers_[slot].ops;
+  std::pair<uintptr_t, size_t> range;
+  if (covering_range(req->buf, req->size, &range)) {
+    auto key = std::make_tuple(slot, comm, range.first, range.second);
+    if (auto it = reg_cache_.find(key); it != reg_cache_.end()) {
+      *out = it->second;
+      return Status::kSuccess;
     }
-    (void)providers_[slot].ops->dereg_mr(comm, it->second);
-    it = reg_cache_.erase(it);
+    void* mh = nullptr;
+    if (ok(register_range(slot, comm, reinterpret_cast<void*>(range.first), range.second,
+                          req->mem_kind, &mh))) {
+      *out = reg_cache_.emplace(key, std::make_shared<Registration>(ops, comm, mh)).first->second;
+      return Status::kSuccess;
+    }
+    ZCX_INFO(kLogMem, "rank %d: registering the request's own bytes instead (%s)", rank(),
+              last_error());
   }
+  void* mh = nullptr;
+  ZCX_TRY(register_range(slot, comm, req->buf, req->size, req->mem_kind, &mh));
+  *out = std::make_shared<Registration>(ops, comm, mh);
+  return Status::kSuccess;
 }
 
-void ContextImpl::drop_device_registrations(const void* buf, size_t size) {
+void ContextImpl::release_registrations(const void* buf, size_t size) {
+  const auto lo = reinterpret_cast<uintptr_t>(buf);
+  std::erase_if(reg_cache_, [&](const auto& entry) {
+    const auto& [slot, comm, start, len] = entry.first;
+    return buf == nullptr || (start >= lo && start - lo <= size && len <= size - (start - lo));
+  });  // a request still posted with one keeps it alive until the request ends
+}
+
+void ContextImpl::hold_range(const void* buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (buf != nullptr && size > 0) release_registrations(buf, size, /*keep_live=*/true);
+  if (buf != nullptr && size > 0) ++held_[{reinterpret_cast<uintptr_t>(buf), size}];
+}
+
+void ContextImpl::release_range(const void* buf, size_t size) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  auto it = held_.find({reinterpret_cast<uintptr_t>(buf), size});
+  if (it == held_.end() || --it->second > 0) return;
+  held_.erase(it);
+  if (!user_regs_.count({reinterpret_cast<uintptr_t>(buf), size})) release_registrations(buf, size);
 }
 
 Status ContextImpl::mem_register(void* buf, size_t size) {
@@ -261,18 +303,19 @@ Status ContextImpl::mem_register(void* buf, size_t size) {
   ZCX_CHECK_ARG(reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size, kLogMem,
                 "mem_register: size %zu overflows the address space", size);
   ZCX_TRY(check_usable());
-  if (!user_regs_.emplace(reinterpret_cast<uintptr_t>(buf), size).second)
-    return set_error(Status::kInvalidUsage, kLogMem, "mem_register: %p (%zu bytes) is already registered",
-                     buf, size);
+  ++user_regs_[{reinterpret_cast<uintptr_t>(buf), size}];  // counted: one per caller
   return Status::kSuccess;
 }
 
 Status ContextImpl::mem_deregister(void* buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (user_regs_.erase({reinterpret_cast<uintptr_t>(buf), size}) == 0)
+  auto it = user_regs_.find({reinterpret_cast<uintptr_t>(buf), size});
+  if (it == user_regs_.end())
     return set_error(Status::kInvalidArg, kLogMem, "mem_deregister: %p (%zu bytes) is not registered",
                      buf, size);
-  release_registrations(buf, size);
+  if (--it->second > 0) return Status::kSuccess;
+  user_regs_.erase(it);
+  if (!held_.count({reinterpret_cast<uintptr_t>(buf), size})) release_registrations(buf, size);
   return Status::kSuccess;
 }
 
