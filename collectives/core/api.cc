@@ -10,6 +10,7 @@
 
 #include <zcx/coll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -321,6 +322,32 @@ ZCX_API zcx_status_t zcx_comm_get_async_error(zcx_comm_t comm, zcx_status_t* err
   if (!error) return ZCX_ERR_INVALID_ARG;
   *error = to_c(comm->gpu ? comm->gpu->async_error(*comm->comm) : comm->comm->async_error());
   return ZCX_SUCCESS;
+}
+
+ZCX_API zcx_status_t zcx_comm_register(zcx_comm_t comm, void* buf, size_t size, void** handle) {
+  CallScope scope(comm);
+  if (scope.status() != Status::kSuccess) return to_c(scope.status());
+  if (handle == nullptr || buf == nullptr || size == 0)
+    return to_c(set_error(Status::kInvalidArg, kLogColl,
+                          "zcx_comm_register: NULL handle output, NULL buffer or zero size"));
+  if (Status s = comm->comm->context().mem_register(buf, size); s != Status::kSuccess)
+    return to_c(s);
+  comm->regs.push_back(std::make_unique<zcx_comm::Registered>(zcx_comm::Registered{buf, size}));
+  *handle = comm->regs.back().get();
+  return ZCX_SUCCESS;
+}
+
+ZCX_API zcx_status_t zcx_comm_deregister(zcx_comm_t comm, void* handle) {
+  CallScope scope(comm);
+  if (scope.status() != Status::kSuccess) return to_c(scope.status());
+  auto it = std::find_if(comm->regs.begin(), comm->regs.end(),
+                         [&](const auto& r) { return r.get() == handle; });
+  if (it == comm->regs.end())
+    return to_c(set_error(Status::kInvalidArg, kLogColl,
+                          "zcx_comm_deregister: not a registration of this communicator"));
+  Status s = comm->comm->context().mem_deregister((*it)->buf, (*it)->size);
+  comm->regs.erase(it);
+  return to_c(s);
 }
 
 ZCX_API zcx_status_t zcx_iallreduce(const void* s, void* r, size_t count, zcx_dtype_t dt,

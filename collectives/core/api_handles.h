@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 struct zcx_comm {
   // Stream-ordered calls' device resources, made at the first one. Declared before comm:
@@ -16,9 +17,19 @@ struct zcx_comm {
   std::unique_ptr<zcx::coll::Comm> comm;
   std::atomic<int> calls{0};          // API calls inside it now (CallScope, api.cc)
   std::atomic<bool> aborting{false};  // zcx_comm_abort began: new calls are refused
-  // The runner's progress thread drives comm: it stops first.
+  // zcx_comm_register's ranges (registered at comm's context); the handle is the address
+  // of the entry.
+  struct Registered {
+    void* buf;
+    size_t size;
+  };
+  std::vector<std::unique_ptr<Registered>> regs;
+  // The runner's progress thread drives comm: it stops first. The registrations go before
+  // comm (and a context it owns), as the context may be the caller's.
   ~zcx_comm() {
     if (gpu) gpu->stop();
+    for (const auto& r : regs)
+      if (comm) (void)comm->context().mem_deregister(r->buf, r->size);
   }
 };
 

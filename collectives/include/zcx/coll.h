@@ -129,6 +129,14 @@ ZCX_API zcx_status_t zcx_comm_rank(zcx_comm_t comm, int* rank);
 ZCX_API zcx_status_t zcx_comm_nranks(zcx_comm_t comm, int* nranks);
 /* The sticky error of the communicator (ZCX_SUCCESS when healthy). */
 ZCX_API zcx_status_t zcx_comm_get_async_error(zcx_comm_t comm, zcx_status_t* error);
+/* A buffer that operations use again and again (as ncclCommRegister). Over a provider that
+ * registers memory (ib), an operation registers its buffers for its own span only, since
+ * the caller may free them afterwards; buffers inside a range registered here share one
+ * registration per connection until zcx_comm_deregister (or zcx_comm_destroy). The range
+ * must stay allocated until then. A range may be registered more than once (each handle is
+ * deregistered once). Host or device memory; no-op cost over tcp and shm. */
+ZCX_API zcx_status_t zcx_comm_register(zcx_comm_t comm, void* buf, size_t size, void** handle);
+ZCX_API zcx_status_t zcx_comm_deregister(zcx_comm_t comm, void* handle);
 
 /* ---- Collectives (blocking) ---------------------------------------------------------- */
 /* count is in elements of dtype; counts/displs of the V forms too. */
