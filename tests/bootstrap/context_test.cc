@@ -106,7 +106,7 @@ TEST_F(ContextTest, RingOverLocalProviderWithRegistration) {
       Endpoint* ep = nullptr;
       ASSERT_EQ(c.endpoint((r + 1) % c.nranks(), &ep), Status::kSuccess);
       EXPECT_STREQ(ep->provider()->name, "fakelocal");  // first in order, same host
-      send_ring(c, r, 1000, 5);
+      send_ring(c, r, 100000, 5);
     });
     // Buffers the context was not told about are registered for one transfer each (5 sends
     // and 5 receives per rank); run() checks that each registration was also released.
@@ -122,11 +122,23 @@ TEST_F(ContextTest, RegisteredAndHeldRangesRegisteredOncePerConnection) {
   for (Known known : {Known::kRegistered, Known::kHeld}) {
     const int regs_before = fake_stats().registrations.load();
     const int deregs_before = fake_stats().deregistrations.load();
-    run(2, both_providers, [known](Context& c, int r) { send_ring(c, r, 1000, 5, false, known); });
+    run(2, both_providers,
+        [known](Context& c, int r) { send_ring(c, r, 100000, 5, false, known); });
     // Each rank: its send buffer on its send comm, its receive buffer on its recv comm.
     EXPECT_EQ(fake_stats().registrations.load() - regs_before, 2 * 2);
     EXPECT_EQ(fake_stats().deregistrations.load() - deregs_before, 2 * 2);
   }
+}
+
+// Small host transfers go through blocks of the context's own memory, registered once per
+// connection, rather than registering the caller's bytes each time (the data is checked).
+TEST_F(ContextTest, SmallTransfersGoThroughTheContextsRegisteredBlocks) {
+  const int regs_before = fake_stats().registrations.load();
+  run(2, both_providers, [](Context& c, int r) {
+    send_ring(c, r, 1000, 5);
+    send_ring(c, r, 1, 3);
+  });
+  EXPECT_EQ(fake_stats().registrations.load() - regs_before, 2 * 2);  // a slab per comm
 }
 
 // GPUDirect RDMA as the context sees it: a provider whose device takes GPU memory gets it

@@ -3,7 +3,8 @@
 // (ib) pins the pages it was given; a registration kept from the first call would still name
 // the old pages, so the receiver's data would land there (the new buffer stays as it was)
 // and the sender would send what the old pages held, while both calls report success.
-// 2 forked ranks per provider: an allreduce of 1 MiB, then zcx_send/zcx_recv of 1 MiB.
+// 2 forked ranks per provider: an allreduce of 1 MiB, then zcx_send/zcx_recv of 1 MiB and
+// of 4 KiB.
 #include "process_ranks.h"
 #include "base/registry.h"
 
@@ -32,9 +33,9 @@ bool remap(void* at) {
   return p == at;
 }
 
-// Reports "BAD <what>: byte <i> is <v>, want <w>" for the first wrong byte.
-bool all_bytes(const uint8_t* b, uint8_t want, int fd, const char* what) {
-  for (size_t i = 0; i < kBytes; ++i) {
+// Reports "BAD <what>: byte <i> is <v>, want <w>" for the first wrong byte of the n.
+bool all_bytes(const uint8_t* b, size_t n, uint8_t want, int fd, const char* what) {
+  for (size_t i = 0; i < n; ++i) {
     if (b[i] != want) {
       dprintf(fd, "BAD %s: byte %zu is 0x%02x, want 0x%02x\n", what, i, b[i], want);
       return false;
@@ -44,18 +45,22 @@ bool all_bytes(const uint8_t* b, uint8_t want, int fd, const char* what) {
 }
 
 // Rank 0 sends 0xa0 + round, rank 1 receives into a buffer it cleared; between the rounds
-// both remap their buffer.
+// both remap their buffer. 1 MiB (registered per transfer over ib), then 4 KiB (copied
+// through the context's own registered blocks).
 bool p2p_rounds(zcx_context_t ctx, int rank, uint8_t* buf, int fd) {
   zcx_endpoint_t ep = nullptr;
   if (zcx_endpoint_get(ctx, 1 - rank, &ep) != ZCX_SUCCESS) return false;
-  for (int round = 0; round < 2; ++round) {
-    const auto value = static_cast<uint8_t>(0xa0 + round);
-    size_t got = 0;
-    memset(buf, rank == 0 ? value : 0, kBytes);
-    zcx_status_t st = rank == 0 ? zcx_send(ep, buf, kBytes) : zcx_recv(ep, buf, kBytes, &got);
-    if (st != ZCX_SUCCESS) return dprintf(fd, "BAD p2p: %s\n", zcx_get_last_error()), false;
-    if (rank == 1 && !all_bytes(buf, value, fd, round ? "p2p after remap" : "p2p")) return false;
-    if (zcx_barrier(ctx) != ZCX_SUCCESS || !remap(buf)) return false;
+  for (size_t n : {kBytes, size_t{4096}}) {
+    for (int round = 0; round < 2; ++round) {
+      const auto value = static_cast<uint8_t>(0xa0 + round);
+      size_t got = 0;
+      memset(buf, rank == 0 ? value : 0, kBytes);
+      zcx_status_t st = rank == 0 ? zcx_send(ep, buf, n) : zcx_recv(ep, buf, n, &got);
+      if (st != ZCX_SUCCESS) return dprintf(fd, "BAD p2p: %s\n", zcx_get_last_error()), false;
+      const std::string what = "p2p of " + std::to_string(n) + (round ? " after remap" : "");
+      if (rank == 1 && (got != n || !all_bytes(buf, n, value, fd, what.c_str()))) return false;
+      if (zcx_barrier(ctx) != ZCX_SUCCESS || !remap(buf)) return false;
+    }
   }
   return true;
 }
@@ -66,7 +71,7 @@ bool allreduce_rounds(zcx_comm_t comm, int rank, uint8_t* buf, int fd) {
     memset(buf, (rank + 1) * (round + 1), kBytes);
     if (zcx_allreduce(buf, buf, kBytes, ZCX_INT8, ZCX_SUM, comm, nullptr) != ZCX_SUCCESS)
       return dprintf(fd, "BAD allreduce: %s\n", zcx_get_last_error()), false;
-    if (!all_bytes(buf, static_cast<uint8_t>(3 * (round + 1)), fd,
+    if (!all_bytes(buf, kBytes, static_cast<uint8_t>(3 * (round + 1)), fd,
                    round ? "allreduce after remap" : "allreduce"))
       return false;
     if (!remap(buf)) return false;

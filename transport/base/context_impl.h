@@ -14,6 +14,7 @@
 #include "base/context.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -27,6 +28,11 @@
 namespace zcx {
 
 inline constexpr size_t kMaxContextProviders = 8;
+// Host transfers up to kBounceBytes over a provider that registers memory go through blocks
+// of the context's own memory, registered once per connection: copying them costs less than
+// registering the caller's bytes for one transfer (see Context::mem_register).
+inline constexpr size_t kBounceBytes = 16 * 1024;
+inline constexpr size_t kBounceSlabBlocks = 64;
 
 struct ProviderSlot {
   const zcx_provider_ops_t* ops = nullptr;
@@ -69,6 +75,8 @@ class Request {
   void* preq = nullptr;  // the provider's request once posted
   int mem_kind = ZCX_MEM_HOST;  // ZCX_MEM_CUDA: posted by isend_device / irecv_device
   std::shared_ptr<Registration> reg;  // providers that need one: kept until the request ends
+  char* bounce = nullptr;  // a small host transfer's copy in a context block (kBounceBytes)
+  void* wire() const { return bounce ? bounce : buf; }  // what the provider moves
   bool flushing = false;        // received; preq is now the provider's iflush
   size_t moved = 0;             // bytes the provider moved (a receive's, after its flush)
   Status error = Status::kSuccess;  // posting failed: reported by the next test of it
@@ -147,6 +155,8 @@ class ContextImpl final : public Context {
   Status exchange_records(const std::string& host_identity);
   Status choose_provider(int peer, const std::string& name, size_t* slot) const;
   bool covering_range(const void* buf, size_t size, std::pair<uintptr_t, size_t>* range) const;
+  bool bounces(const Request* req) const;
+  char* take_bounce();
   Status register_range(size_t slot, void* comm, void* buf, size_t size, int kind, void** mh);
   bool find_provider(int peer, const std::string& name, size_t* slot) const;
   Status connect_send(int peer, size_t slot, void** send_comm);
@@ -162,6 +172,12 @@ class ContextImpl final : public Context {
       reg_cache_;
   std::map<std::pair<uintptr_t, size_t>, int> user_regs_;  // mem_register, with its count
   std::map<std::pair<uintptr_t, size_t>, int> held_;      // hold_range, with its count
+  // Bounce blocks: slabs registered like mem_register ranges, freed after the connections.
+  struct FreeSlab {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<char, FreeSlab>> bounce_slabs_;
+  std::vector<char*> bounce_free_;
   std::set<Request*> live_requests_;
   std::atomic<bool> aborted_{false};
   int64_t last_accept_poll_ns_ = 0;  // see progress()

@@ -5,6 +5,7 @@
 #include "common/config_vars.h"
 
 #include <cstdint>
+#include <cstring>
 #include <thread>
 
 namespace zcx {
@@ -64,6 +65,7 @@ Request* ContextImpl::new_request(EndpointImpl* ep, bool is_send, void* buf, siz
 
 void ContextImpl::free_request(Request* req) {
   if (req->preq == nullptr && ok(req->error)) std::erase(req->ep->unposted_[req->is_send], req);
+  if (req->bounce) bounce_free_.push_back(req->bounce);
   live_requests_.erase(req);
   delete req;
 }
@@ -104,14 +106,16 @@ Status ContextImpl::post_now(Request* req) {
     comm = p.accepted[static_cast<size_t>(ep->peer_)];
     if (comm == nullptr) return Status::kSuccess;
   }
+  if (!req->bounce && bounces(req) && (req->bounce = take_bounce()) && req->is_send)
+    memcpy(req->bounce, req->buf, req->size);
   if ((p.ops->flags & ZCX_PROVIDER_NEEDS_REG) && req->size > 0 && !req->reg)
     ZCX_TRY(registration_for(req, comm, &req->reg));  // kept across "retry later"
   void* mh = req->reg ? req->reg->mh : nullptr;
   zcx_status_t rc;
   if (req->is_send) {
-    rc = p.ops->isend(comm, req->buf, req->size, req->tag, mh, &req->preq);
+    rc = p.ops->isend(comm, req->wire(), req->size, req->tag, mh, &req->preq);
   } else {
-    void* data = req->buf;
+    void* data = req->wire();
     size_t size = req->size;
     int tag = req->tag;
     rc = p.ops->irecv(comm, 1, &data, &size, &tag, &mh, &req->preq);
@@ -157,6 +161,7 @@ Status ContextImpl::test(Request* req, bool* done, size_t* size) {
     ZCX_TRY(start_flush(req, &flushing));  // on failure it has freed req
     if (flushing) return Status::kSuccess;
   }
+  if (req->bounce && !req->is_send) memcpy(req->buf, req->bounce, req->moved);
   if (size) *size = req->moved;
   free_request(req);
   *done = true;
@@ -255,7 +260,7 @@ Status ContextImpl::registration_for(const Request* req, void* comm,
   const size_t slot = req->ep->slot_;
   const zcx_provider_ops_t* ops = providers_[slot].ops;
   std::pair<uintptr_t, size_t> range;
-  if (covering_range(req->buf, req->size, &range)) {
+  if (covering_range(req->wire(), req->size, &range)) {
     auto key = std::make_tuple(slot, comm, range.first, range.second);
     if (auto it = reg_cache_.find(key); it != reg_cache_.end()) {
       *out = it->second;
@@ -271,9 +276,34 @@ Status ContextImpl::registration_for(const Request* req, void* comm,
               last_error());
   }
   void* mh = nullptr;
-  ZCX_TRY(register_range(slot, comm, req->buf, req->size, req->mem_kind, &mh));
+  ZCX_TRY(register_range(slot, comm, req->wire(), req->size, req->mem_kind, &mh));
   *out = std::make_shared<Registration>(ops, comm, mh);
   return Status::kSuccess;
+}
+
+// Small host transfers over a registering provider, unless the caller registered the bytes.
+bool ContextImpl::bounces(const Request* req) const {
+  std::pair<uintptr_t, size_t> range;
+  return (providers_[req->ep->slot_].ops->flags & ZCX_PROVIDER_NEEDS_REG) &&
+         req->mem_kind == ZCX_MEM_HOST && req->size > 0 && req->size <= kBounceBytes &&
+         !(covering_range(req->buf, req->size, &range) &&
+           user_regs_.count(range));  // a held range is registered per operation: bounce
+}
+
+// A free block, from a new slab when none is left (its registration is cached like a
+// registered range's). nullptr when memory is short: the transfer registers its own bytes.
+char* ContextImpl::take_bounce() {
+  if (bounce_free_.empty()) {
+    constexpr size_t kSlab = kBounceBytes * kBounceSlabBlocks;
+    char* slab = static_cast<char*>(std::aligned_alloc(4096, kSlab));
+    if (slab == nullptr) return nullptr;
+    bounce_slabs_.emplace_back(slab);
+    ++user_regs_[{reinterpret_cast<uintptr_t>(slab), kSlab}];
+    for (size_t i = kBounceSlabBlocks; i-- > 0;) bounce_free_.push_back(slab + i * kBounceBytes);
+  }
+  char* b = bounce_free_.back();
+  bounce_free_.pop_back();
+  return b;
 }
 
 void ContextImpl::release_registrations(const void* buf, size_t size) {

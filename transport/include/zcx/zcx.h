@@ -73,7 +73,8 @@ ZCX_API zcx_status_t zcx_endpoint_provider(zcx_endpoint_t ep, const char** name)
 /* Memory registration, optional. Over a provider that registers memory (ib), a transfer on
  * a buffer inside a registered range uses one registration of the range per endpoint, kept
  * until zcx_mem_deregister; any other transfer is registered for its own life only (the
- * caller may free the buffer afterwards). The range must stay allocated while registered.
+ * caller may free the buffer afterwards), or, up to 16 KiB, copied through memory of the
+ * context's own. The range must stay allocated while registered.
  * A range may be registered more than once; each registration is deregistered once. */
 ZCX_API zcx_status_t zcx_mem_register(zcx_context_t ctx, void* buf, size_t size,
                                       zcx_memreg_t* reg);
