@@ -85,9 +85,8 @@ uintptr_t Executor::allocation_of(const void* p) const {
   CUdeviceptr base = 0;
   size_t size = 0;
   const CudaApi* api = cuda_shim();
-  if (api == nullptr || api->cu_mem_get_address_range(&base, &size,
-                                                      reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
-    return 0;
+  const auto ptr = reinterpret_cast<CUdeviceptr>(p);
+  if (api == nullptr || api->cu_mem_get_address_range(&base, &size, ptr) != CUDA_SUCCESS) return 0;
   return static_cast<uintptr_t>(base);
 }
 

@@ -140,8 +140,9 @@ class ContextImpl final : public Context {
   // A receive into GPU memory that the provider's device wants flushed: posts the iflush
   // (the request then waits for it). *started false: nothing to flush.
   Status start_flush(Request* req, bool* started);
-  // Drops the cached registrations of ranges inside [buf, buf+size) (all when buf is null);
-  // a request that still uses one keeps it until it ends.
+  // Drops the cached registrations of ranges inside [buf, buf+size) that are no longer
+  // registered or held (all when buf is null); a request that still uses one keeps it until
+  // it ends.
   void release_registrations(const void* buf, size_t size);
   ProviderSlot& slot(size_t i) { return providers_[i]; }
   std::string who(int rank) const { return describe_peer(*bs_, rank); }

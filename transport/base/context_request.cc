@@ -273,7 +273,7 @@ Status ContextImpl::registration_for(const Request* req, void* comm,
       return Status::kSuccess;
     }
     ZCX_INFO(kLogMem, "rank %d: registering the request's own bytes instead (%s)", rank(),
-              last_error());
+             last_error());
   }
   void* mh = nullptr;
   ZCX_TRY(register_range(slot, comm, req->wire(), req->size, req->mem_kind, &mh));
@@ -310,7 +310,9 @@ void ContextImpl::release_registrations(const void* buf, size_t size) {
   const auto lo = reinterpret_cast<uintptr_t>(buf);
   std::erase_if(reg_cache_, [&](const auto& entry) {
     const auto& [slot, comm, start, len] = entry.first;
-    return buf == nullptr || (start >= lo && start - lo <= size && len <= size - (start - lo));
+    if (buf == nullptr) return true;
+    const bool inside = start >= lo && start - lo <= size && len <= size - (start - lo);
+    return inside && !user_regs_.count({start, len}) && !held_.count({start, len});
   });  // a request still posted with one keeps it alive until the request ends
 }
 
@@ -324,7 +326,7 @@ void ContextImpl::release_range(const void* buf, size_t size) {
   auto it = held_.find({reinterpret_cast<uintptr_t>(buf), size});
   if (it == held_.end() || --it->second > 0) return;
   held_.erase(it);
-  if (!user_regs_.count({reinterpret_cast<uintptr_t>(buf), size})) release_registrations(buf, size);
+  release_registrations(buf, size);
 }
 
 Status ContextImpl::mem_register(void* buf, size_t size) {
@@ -345,7 +347,7 @@ Status ContextImpl::mem_deregister(void* buf, size_t size) {
                      buf, size);
   if (--it->second > 0) return Status::kSuccess;
   user_regs_.erase(it);
-  if (!held_.count({reinterpret_cast<uintptr_t>(buf), size})) release_registrations(buf, size);
+  release_registrations(buf, size);
   return Status::kSuccess;
 }
 
