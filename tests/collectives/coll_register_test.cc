@@ -89,8 +89,8 @@ TEST_F(CollRegister, OperationsRegisterPerOperationUnlessTheBufferIsRegistered) 
   EXPECT_GT(per_op, 0);
   EXPECT_LT(kept, per_op);
   // Registered, the user's buffer is registered once on each of a rank's two ring
-  // connections for all operations instead of once per operation; descriptors and scratch
-  // are still renewed per operation.
+  // connections for all operations instead of once per operation; scratch is still renewed
+  // per operation (descriptors go through the context's own blocks).
   EXPECT_EQ(per_op - kept, kRanks * 2 * (kOps - 1));
 }
 
