@@ -134,7 +134,9 @@ trap 'rm -rf "$work"' EXIT
   printf 'export PATH=%q\n' "$PATH"
   # rxe under TCG (and a loaded host) loses packets now and then: a short QP timeout
   # (14: ~67 ms per try, as in softroce-vm.md) keeps each retransmission cheap.
-  echo "export ZCX_RDMA_VM=1 ZCX_IB_HCA=\${ZCX_IB_HCA:-rxe0} ZCX_IB_GID_INDEX=\${ZCX_IB_GID_INDEX:-1}"
+  # RDMA_VM_GUEST marks the guest for scripts; not ZCX_-prefixed, which zcx would warn about
+  # as an unknown variable of its own.
+  echo "export RDMA_VM_GUEST=1 ZCX_IB_HCA=\${ZCX_IB_HCA:-rxe0} ZCX_IB_GID_INDEX=\${ZCX_IB_GID_INDEX:-1}"
   echo "export ZCX_IB_TIMEOUT=\${ZCX_IB_TIMEOUT:-14}"
   printf 'cd %q || exit 97\n' "$(pwd -P)"
   printf '%q ' "$@"
