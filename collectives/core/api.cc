@@ -332,7 +332,7 @@ ZCX_API zcx_status_t zcx_comm_register(zcx_comm_t comm, void* buf, size_t size, 
                           "zcx_comm_register: NULL handle output, NULL buffer or zero size"));
   if (Status s = comm->comm->context().mem_register(buf, size); s != Status::kSuccess)
     return to_c(s);
-  comm->regs.push_back(std::make_unique<zcx_comm::Registered>(zcx_comm::Registered{buf, size}));
+  comm->regs.push_back(std::make_unique<zcx_memreg>(zcx_memreg{buf, size}));
   *handle = comm->regs.back().get();
   return ZCX_SUCCESS;
 }

@@ -1,6 +1,7 @@
 // The structs behind the public collective handles (coll.h), shared by api*.cc.
 #pragma once
 
+#include "base/api_internal.h"
 #include "core/comm.h"
 #include "core/gpu_runner.h"
 
@@ -17,13 +18,8 @@ struct zcx_comm {
   std::unique_ptr<zcx::coll::Comm> comm;
   std::atomic<int> calls{0};          // API calls inside it now (CallScope, api.cc)
   std::atomic<bool> aborting{false};  // zcx_comm_abort began: new calls are refused
-  // zcx_comm_register's ranges (registered at comm's context); the handle is the address
-  // of the entry.
-  struct Registered {
-    void* buf;
-    size_t size;
-  };
-  std::vector<std::unique_ptr<Registered>> regs;
+  // zcx_comm_register's ranges (registered at comm's context), each the handle given out.
+  std::vector<std::unique_ptr<zcx_memreg>> regs;
   // The runner's progress thread drives comm: it stops first. The registrations go before
   // comm (and a context it owns), as the context may be the caller's.
   ~zcx_comm() {

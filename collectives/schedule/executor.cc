@@ -56,19 +56,20 @@ std::vector<Range> merge_ranges(std::vector<Range> ranges) {
 
 }  // namespace
 
-// The task buffers (per CUDA allocation in a device operation) and the descriptor array
-// separately: descriptors are host memory, which one registration must not mix with GPU
-// memory.
+// The task buffers, per CUDA allocation in a device operation. (Descriptors are not held:
+// they are small enough to go through the context's own registered blocks.)
 void Executor::hold_ranges() {
   holding_ = true;
   std::vector<Range> bufs;
+  Allocation last;  // chunks of one buffer follow each other: one query per allocation
   for (const Task& t : sched_->tasks()) {
     if (t.bytes == 0 || (t.kind != TaskKind::kSend && t.kind != TaskKind::kRecv)) continue;
     const char* p = static_cast<const char*>(t.kind == TaskKind::kSend ? t.src : t.dst);
-    bufs.push_back({on_device() ? allocation_of(p) : 0, p, t.bytes});
+    const auto u = reinterpret_cast<uintptr_t>(p);
+    if (on_device() && (u < last.base || u - last.base >= last.size)) last = allocation_of(p);
+    bufs.push_back({on_device() ? last.base : 0, p, t.bytes});
   }
   for (const Range& r : merge_ranges(std::move(bufs))) held_.emplace_back(r.p, r.n);
-  if (!hdrs_.empty()) held_.emplace_back(hdrs_.data(), hdrs_.size() * sizeof(OpDesc));
   for (auto [p, n] : held_) links_->context().hold_range(p, n);
 }
 

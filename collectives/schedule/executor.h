@@ -85,7 +85,10 @@ class Executor {
   Status stage_buffer(const Task& t, Slot& s);
   Status stage_in(const Task& t, Slot& s);   // received: bounce -> device
   Status flush_gdr_writes();                 // after a GPUDirect receive (DeviceIo)
-  uintptr_t allocation_of(const void* p) const;  // CUDA allocation base, 0 when unknown
+  struct Allocation {
+    uintptr_t base = 0, size = 0;  // {0, 0} when CUDA cannot say
+  };
+  Allocation allocation_of(const void* p) const;  // the CUDA allocation holding p
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);
   Status fail(Status st, const Task& t, const char* action);

@@ -79,15 +79,15 @@ Status Executor::flush_gdr_writes() {
                     "cudaDeviceFlushGPUDirectRDMAWrites");
 }
 
-// The base of the CUDA allocation holding p (0 when CUDA cannot say): a registration must not
-// span two allocations, even adjacent ones.
-uintptr_t Executor::allocation_of(const void* p) const {
+// A registration must not span two allocations, even adjacent ones.
+Executor::Allocation Executor::allocation_of(const void* p) const {
   CUdeviceptr base = 0;
   size_t size = 0;
   const CudaApi* api = cuda_shim();
   const auto ptr = reinterpret_cast<CUdeviceptr>(p);
-  if (api == nullptr || api->cu_mem_get_address_range(&base, &size, ptr) != CUDA_SUCCESS) return 0;
-  return static_cast<uintptr_t>(base);
+  if (api == nullptr || api->cu_mem_get_address_range(&base, &size, ptr) != CUDA_SUCCESS)
+    return {};
+  return {static_cast<uintptr_t>(base), size};
 }
 
 #else  // a build without CUDA has no device schedules (the API refuses streams)
@@ -103,7 +103,7 @@ Status Executor::stage_buffer(const Task&, Slot&) { return no_cuda(); }
 Status Executor::stage_out(const Task&, Slot&) { return no_cuda(); }
 Status Executor::stage_in(const Task&, Slot&) { return no_cuda(); }
 Status Executor::flush_gdr_writes() { return no_cuda(); }
-uintptr_t Executor::allocation_of(const void*) const { return 0; }
+Executor::Allocation Executor::allocation_of(const void*) const { return {}; }
 
 #endif
 

@@ -155,7 +155,14 @@ class ContextImpl final : public Context {
   Status open_providers(const ContextOptions& options);
   Status exchange_records(const std::string& host_identity);
   Status choose_provider(int peer, const std::string& name, size_t* slot) const;
+  // Ranges with a count: mem_register's and hold_range's.
+  using RangeCounts = std::map<std::pair<uintptr_t, size_t>, int>;
+  static bool covered_by(const RangeCounts& ranges, const void* buf, size_t size,
+                         std::pair<uintptr_t, size_t>* range);
   bool covering_range(const void* buf, size_t size, std::pair<uintptr_t, size_t>* range) const;
+  // Counts one use of the range off; the last one drops its cached registrations. False when
+  // the range has no count.
+  bool uncount(RangeCounts& ranges, const void* buf, size_t size);
   bool bounces(const Request* req) const;
   char* take_bounce();
   Status register_range(size_t slot, void* comm, void* buf, size_t size, int kind, void** mh);
@@ -171,8 +178,8 @@ class ContextImpl final : public Context {
   // (provider slot, comm, range start, range size) -> the range's registration on that comm
   std::map<std::tuple<size_t, void*, uintptr_t, size_t>, std::shared_ptr<Registration>>
       reg_cache_;
-  std::map<std::pair<uintptr_t, size_t>, int> user_regs_;  // mem_register, with its count
-  std::map<std::pair<uintptr_t, size_t>, int> held_;      // hold_range, with its count
+  RangeCounts user_regs_;  // mem_register
+  RangeCounts held_;       // hold_range
   // Bounce blocks: slabs registered like mem_register ranges, freed after the connections.
   struct FreeSlab {
     void operator()(char* p) const { std::free(p); }

@@ -219,26 +219,23 @@ Status ContextImpl::wait(Request* req, size_t* size) {
   }
 }
 
-// The first registered or held range that contains [buf, buf+size).
-bool ContextImpl::covering_range(const void* buf, size_t size,
-                                 std::pair<uintptr_t, size_t>* range) const {
+// The first of `ranges` that contains [buf, buf+size).
+bool ContextImpl::covered_by(const RangeCounts& ranges, const void* buf, size_t size,
+                             std::pair<uintptr_t, size_t>* range) {
   const auto lo = reinterpret_cast<uintptr_t>(buf);
-  auto covers = [&](const std::pair<uintptr_t, size_t>& r) {
-    return lo >= r.first && lo - r.first <= r.second && size <= r.second - (lo - r.first);
-  };
-  for (const auto& [r, count] : user_regs_) {
-    if (covers(r)) {
-      *range = r;
-      return true;
-    }
-  }
-  for (const auto& [r, count] : held_) {
-    if (covers(r)) {
+  for (const auto& [r, count] : ranges) {
+    if (lo >= r.first && lo - r.first <= r.second && size <= r.second - (lo - r.first)) {
       *range = r;
       return true;
     }
   }
   return false;
+}
+
+// A registered range first, else a held one.
+bool ContextImpl::covering_range(const void* buf, size_t size,
+                                 std::pair<uintptr_t, size_t>* range) const {
+  return covered_by(user_regs_, buf, size, range) || covered_by(held_, buf, size, range);
 }
 
 Status ContextImpl::register_range(size_t slot, void* comm, void* buf, size_t size, int kind,
@@ -286,8 +283,7 @@ bool ContextImpl::bounces(const Request* req) const {
   std::pair<uintptr_t, size_t> range;
   return (providers_[req->ep->slot_].ops->flags & ZCX_PROVIDER_NEEDS_REG) &&
          req->mem_kind == ZCX_MEM_HOST && req->size > 0 && req->size <= kBounceBytes &&
-         !(covering_range(req->buf, req->size, &range) &&
-           user_regs_.count(range));  // a held range is registered per operation: bounce
+         !covered_by(user_regs_, req->buf, req->size, &range);  // a held range bounces too
 }
 
 // A free block, from a new slab when none is left (its registration is cached like a
@@ -323,10 +319,17 @@ void ContextImpl::hold_range(const void* buf, size_t size) {
 
 void ContextImpl::release_range(const void* buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  auto it = held_.find({reinterpret_cast<uintptr_t>(buf), size});
-  if (it == held_.end() || --it->second > 0) return;
-  held_.erase(it);
-  release_registrations(buf, size);
+  (void)uncount(held_, buf, size);
+}
+
+bool ContextImpl::uncount(RangeCounts& ranges, const void* buf, size_t size) {
+  auto it = ranges.find({reinterpret_cast<uintptr_t>(buf), size});
+  if (it == ranges.end()) return false;
+  if (--it->second == 0) {
+    ranges.erase(it);
+    release_registrations(buf, size);
+  }
+  return true;
 }
 
 Status ContextImpl::mem_register(void* buf, size_t size) {
@@ -341,13 +344,9 @@ Status ContextImpl::mem_register(void* buf, size_t size) {
 
 Status ContextImpl::mem_deregister(void* buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  auto it = user_regs_.find({reinterpret_cast<uintptr_t>(buf), size});
-  if (it == user_regs_.end())
+  if (!uncount(user_regs_, buf, size))
     return set_error(Status::kInvalidArg, kLogMem, "mem_deregister: %p (%zu bytes) is not registered",
                      buf, size);
-  if (--it->second > 0) return Status::kSuccess;
-  user_regs_.erase(it);
-  release_registrations(buf, size);
   return Status::kSuccess;
 }
 
