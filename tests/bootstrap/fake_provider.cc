@@ -280,7 +280,7 @@ const zcx_provider_ops_t* make_ops(const char* name) {
       fk_listen<kId>, fk_connect<kId>, fk_accept, fk_peer_info,
       fk_reg<kGdr>, nullptr, fk_dereg,
       fk_isend<kReg>, fk_irecv<kReg>, kGdr == Gdr::kFlushed ? fk_iflush : nullptr, fk_test,
-      fk_close_send, fk_close_recv, fk_close_listen};
+      fk_close_send, fk_close_recv, fk_close_listen, nullptr, nullptr};
   return &ops;
 }
 

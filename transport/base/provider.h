@@ -7,7 +7,8 @@
  *    comm until the connection is up; connect never waits for the peer to call accept.
  *  - A connection is one-directional: a send comm (connector) feeds a recv comm (acceptor).
  *    Sends and receives match in posting order; tags only pick the buffer of a grouped
- *    receive that a send lands in.
+ *    receive that a send lands in. A provider may let the acceptor send back over the same
+ *    connection (connect_reverse/accept_reverse): one duplex link per pair of ranks.
  *  - isend/irecv may return ZCX_SUCCESS with *request == NULL: "retry later".
  *  - test() drives progress. A request whose peer is dead, closed the connection, or made no
  *    progress for ZCX_TIMEOUT fails with an error naming the peer (rank, host).
@@ -26,7 +27,7 @@ extern "C" {
 #endif
 
 #define ZCX_HANDLE_BYTES 128       /* = NCCL_NET_HANDLE_MAXSIZE */
-#define ZCX_PROVIDER_ABI_VERSION 1
+#define ZCX_PROVIDER_ABI_VERSION 2
 #define ZCX_HOST_NAME_BYTES 64
 
 /* Memory kinds: device capability bits and the `kind` argument of reg_mr. Values match
@@ -123,6 +124,15 @@ typedef struct zcx_provider_ops {
   zcx_status_t (*close_send)(void* send_comm);
   zcx_status_t (*close_recv)(void* recv_comm);
   zcx_status_t (*close_listen)(void* listen_comm);
+
+  /* Optional: the other direction of an accepted connection. connect_reverse makes a send
+   * comm to the peer that connected recv_comm, over that connection (NULL while in
+   * progress; once per connection). The connector's side learns of it by polling
+   * accept_reverse on its send comm, which yields the matching recv comm (NULL until the
+   * peer has called connect_reverse). Neither blocks; both are bounded by ZCX_TIMEOUT like
+   * the rest. A caller that uses them must make sure only one side of a pair reverses. */
+  zcx_status_t (*connect_reverse)(void* recv_comm, void** send_comm);
+  zcx_status_t (*accept_reverse)(void* send_comm, void** recv_comm);
 } zcx_provider_ops_t;
 
 #ifdef __cplusplus

@@ -136,6 +136,7 @@ const zcx_provider_ops_t kOps = {
     ZCX_PROVIDER_LOCAL_ONLY | ZCX_PROVIDER_DEVICE_ONLY, c_init, c_finalize, c_devices,
     c_get_properties, c_listen, c_connect, c_accept, c_peer_info, c_reg_mr, nullptr,
     c_dereg_mr, c_isend, c_irecv, nullptr, c_test, c_close_comm, c_close_comm, c_close_listen,
+    nullptr, nullptr,
 };
 
 }  // namespace

@@ -120,7 +120,7 @@ const zcx_provider_ops_t kOps = {
     sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, "ib", ZCX_PROVIDER_ID_IB,
     ZCX_PROVIDER_NEEDS_REG, init, finalize, devices, get_properties, listen, connect, accept,
     peer_info, reg_mr, reg_mr_dmabuf, dereg_mr, isend, irecv, iflush, test,
-    close_send, close_recv, close_listen,
+    close_send, close_recv, close_listen, nullptr, nullptr,
 };
 
 }  // namespace

@@ -175,7 +175,7 @@ const zcx_provider_ops_t kOps = {
     sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, "shm", ZCX_PROVIDER_ID_SHM,
     ZCX_PROVIDER_LOCAL_ONLY, c_init, c_finalize, c_devices, c_get_properties, c_listen,
     c_connect, c_accept, c_peer_info, c_reg_mr, nullptr, c_dereg_mr, c_isend, c_irecv,
-    nullptr, c_test, c_close_send, c_close_recv, c_close_listen,
+    nullptr, c_test, c_close_send, c_close_recv, c_close_listen, nullptr, nullptr,
 };
 
 }  // namespace

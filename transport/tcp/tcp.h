@@ -5,6 +5,8 @@
 // it is at most inline_max bytes, else striped round-robin over all sockets in chunk-byte
 // pieces, read and written directly from and to the user buffer. Every socket walks the
 // message sequence in order, so both sides derive the same layout from (size, layout).
+// The acceptor may send back over the same sockets (tcp_reverse.cc): each direction is its
+// own comm over its own duplicates of the fds.
 // A comm and its requests are driven by one thread at a time (as NCCL's proxy does); only
 // connect() shares state (Context::connecting) and takes Context::mu.
 #pragma once
@@ -13,6 +15,7 @@
 #include "common/fd.h"
 #include "common/socket.h"
 #include "common/status.h"
+#include "common/wire.h"
 
 #include <sys/uio.h>
 
@@ -35,6 +38,7 @@ inline constexpr size_t kMaxMessage = size_t{1} << 40;
 inline constexpr size_t kMaxInline = size_t{1} << 20;
 inline constexpr uint32_t kHelloMagic = 0x5443585a;  // "ZXCT"
 inline constexpr uint32_t kMsgMagic = 0x4d43585a;    // "ZXCM"
+inline constexpr uint32_t kReverseMagic = 0x5243585a;  // "ZXCR"
 inline constexpr uint16_t kWireVersion = 1;
 inline constexpr size_t kHelloBytes = 128;
 inline constexpr size_t kHeaderBytes = 24;
@@ -143,6 +147,11 @@ struct Comm {
   int64_t timeout_ns = 0;      // ZCX_TIMEOUT, read once when the comm is made
   uint32_t idle_polls = 0;     // test() calls since the clock was last read
   StickyError error;
+  // Duplex (tcp_reverse.cc): the other direction of this connection is claimed, and the
+  // reverse hello's bytes so far (sent by a recv comm's side, read by a send comm's).
+  bool reversed = false;
+  std::array<uint8_t, kHelloBytes> reverse_hello{};
+  size_t reverse_done = 0;
 };
 
 std::string describe_peer(const zcx_peer_info_t& p);
@@ -163,11 +172,18 @@ Status md_register(void* comm, void* data, size_t size, int kind, void** mhandle
 Status md_deregister(void* comm, void* mhandle);
 
 // tcp_ep.cc
+void put_host(wire::Writer& w, const char* host);
+void get_host(wire::Reader& r, char* host);  // made printable
+bool same_secret(uint64_t a, uint64_t b);    // constant time: the secret is a bearer token
 struct Listener;
 Status ep_listen(Context* ctx, void* handle, Listener** out);
 Status ep_connect(Context* ctx, const void* handle, Comm** out);
 Status ep_accept(Listener* l, Comm** out);
 void ep_close_listen(Listener* l);
 bool ep_is_listener(const void* p);
+
+// tcp_reverse.cc
+Status ep_connect_reverse(Comm* recv, Comm** out);
+Status ep_accept_reverse(Comm* send, Comm** out);
 
 }  // namespace zcx::tcp

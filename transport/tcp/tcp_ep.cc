@@ -82,19 +82,6 @@ constexpr int64_t kWarnIntervalNs = 1000000000;
 
 int64_t timeout_ns() { return params::timeout_ms() * 1000000; }
 
-void put_host(wire::Writer& w, const char* host) {
-  char h[ZCX_HOST_NAME_BYTES] = {};
-  snprintf(h, sizeof h, "%s", host);
-  w.bytes(h, sizeof h);
-}
-
-void get_host(wire::Reader& r, char* host) {
-  r.bytes(host, ZCX_HOST_NAME_BYTES);
-  host[ZCX_HOST_NAME_BYTES - 1] = '\0';
-  for (int i = 0; host[i] != '\0'; ++i)
-    if (host[i] < 0x20 || host[i] > 0x7e) host[i] = '?';  // printable in logs
-}
-
 Status handle_write(const Context* ctx, const Listener* l, void* handle) {
   uint8_t payload[kHandlePayloadMax] = {};
   wire::Writer w(payload, sizeof payload);
@@ -167,12 +154,6 @@ void hello_write(const Context* ctx, const Connector& c, int index, uint8_t* out
   w.u64(0);  // reserved
 }
 
-// Constant-time comparison: the secret is a bearer token.
-bool same_secret(uint64_t a, uint64_t b) {
-  volatile uint64_t diff = a ^ b;
-  return diff == 0;
-}
-
 // Parses and checks a hello; on failure *why says what was wrong (not the secret itself).
 bool hello_read(const Listener* l, const uint8_t* in, Hello* h, const char** why) {
   wire::Reader r(in, kHelloBytes);
@@ -222,6 +203,24 @@ void tune_socket(int fd) {
 }
 
 }  // namespace
+
+void put_host(wire::Writer& w, const char* host) {
+  char h[ZCX_HOST_NAME_BYTES] = {};
+  snprintf(h, sizeof h, "%s", host);
+  w.bytes(h, sizeof h);
+}
+
+void get_host(wire::Reader& r, char* host) {
+  r.bytes(host, ZCX_HOST_NAME_BYTES);
+  host[ZCX_HOST_NAME_BYTES - 1] = '\0';
+  for (int i = 0; host[i] != '\0'; ++i)
+    if (host[i] < 0x20 || host[i] > 0x7e) host[i] = '?';  // printable in logs
+}
+
+bool same_secret(uint64_t a, uint64_t b) {
+  volatile uint64_t diff = a ^ b;
+  return diff == 0;
+}
 
 bool ep_is_listener(const void* p) {
   return p != nullptr && static_cast<const Listener*>(p)->tag == kListenTag;

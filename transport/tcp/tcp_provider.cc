@@ -99,6 +99,28 @@ Status accept(void* listen_comm, void** recv_comm) {
   return Status::kSuccess;
 }
 
+Status connect_reverse(void* recv_comm, void** send_comm) {
+  ZCX_CHECK_ARG(send_comm != nullptr, kLogTcp, "tcp connect_reverse: NULL argument");
+  *send_comm = nullptr;
+  Comm* r = as_comm(recv_comm, kRecvTag);
+  ZCX_CHECK_ARG(r != nullptr, kLogTcp, "tcp connect_reverse: not a tcp recv comm");
+  Comm* c = nullptr;
+  ZCX_TRY(ep_connect_reverse(r, &c));
+  *send_comm = c;
+  return Status::kSuccess;
+}
+
+Status accept_reverse(void* send_comm, void** recv_comm) {
+  ZCX_CHECK_ARG(recv_comm != nullptr, kLogTcp, "tcp accept_reverse: NULL argument");
+  *recv_comm = nullptr;
+  Comm* s = as_comm(send_comm, kSendTag);
+  ZCX_CHECK_ARG(s != nullptr, kLogTcp, "tcp accept_reverse: not a tcp send comm");
+  Comm* c = nullptr;
+  ZCX_TRY(ep_accept_reverse(s, &c));
+  *recv_comm = c;
+  return Status::kSuccess;
+}
+
 Status peer_info(void* comm, zcx_peer_info_t* info) {
   Comm* c = as_any_comm(comm);
   ZCX_CHECK_ARG(c != nullptr && info != nullptr, kLogTcp, "tcp peer_info: bad argument");
@@ -258,6 +280,8 @@ const zcx_provider_ops_t kOps = {
     [](void* c) { return to_c(close_comm(c, kSendTag, "close_send")); },
     [](void* c) { return to_c(close_comm(c, kRecvTag, "close_recv")); },
     c_call<close_listen, void*>,
+    c_call<connect_reverse, void*, void**>,
+    c_call<accept_reverse, void*, void**>,
 };
 
 }  // namespace

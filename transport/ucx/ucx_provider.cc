@@ -200,6 +200,8 @@ const zcx_provider_ops_t kOps = {
     op_close,
     op_close,
     op_close_listen,
+    nullptr,  // connect_reverse: UCP endpoints are two-way already
+    nullptr,  // accept_reverse
 };
 
 }  // namespace
