@@ -193,24 +193,83 @@ Status ContextImpl::endpoint(int peer, Endpoint** ep, const std::string& provide
   auto key = std::make_pair(peer, slot);
   auto it = endpoints_.find(key);
   if (it == endpoints_.end()) {
-    void* send_comm = nullptr;
-    ZCX_TRY(connect_send(peer, slot, &send_comm));
-    it = endpoints_.emplace(key, std::make_unique<EndpointImpl>(this, peer, slot, send_comm)).first;
+    auto made = std::make_unique<EndpointImpl>(this, peer, slot, nullptr);
+    ZCX_TRY(open_endpoint(made.get()));
+    it = endpoints_.emplace(key, std::move(made)).first;
   }
   *ep = it->second.get();
   return Status::kSuccess;
+}
+
+// Picks the endpoint's duplex role (context_impl.h) and connects unless it is the higher
+// rank of a duplex pair. The lower rank watches for a reverse whatever its own
+// ZCX_DUPLEX_WAIT says: a peer that reverses with a different setting is still received.
+Status ContextImpl::open_endpoint(EndpointImpl* ep) {
+  const zcx_provider_ops_t* ops = providers_[ep->slot_].ops;
+  const bool pairs = ops->connect_reverse && ops->accept_reverse && ep->peer_ != rank();
+  const int64_t wait = params::duplex_wait_ns();
+  if (!pairs || rank() < ep->peer_ || wait == 0) {
+    if (pairs && rank() < ep->peer_) ep->duplex_ = EndpointImpl::Duplex::kAwaitReverse;
+    return connect_send(ep->peer_, ep->slot_, &ep->send_comm_);
+  }
+  ep->duplex_ = EndpointImpl::Duplex::kReverse;
+  ep->open_by_ns_ = now_ns() + wait;
+  return open_send(ep);
+}
+
+// The higher rank's send comm: the reverse of the lower rank's connection once accepted;
+// past ZCX_DUPLEX_WAIT without it, a connection of its own (bounded by ZCX_TIMEOUT). Leaves
+// send_comm_ null meanwhile, so the sends wait unposted.
+Status ContextImpl::open_send(EndpointImpl* ep) {
+  ProviderSlot& p = providers_[ep->slot_];
+  void* recv = p.accepted[static_cast<size_t>(ep->peer_)];
+  const bool reverse = ep->duplex_ == EndpointImpl::Duplex::kReverse;
+  if (reverse && recv == nullptr) {
+    ZCX_TRY(accept_pending(p));
+    recv = p.accepted[static_cast<size_t>(ep->peer_)];
+  }
+  zcx_status_t rc = ZCX_SUCCESS;
+  if (reverse && recv != nullptr) {
+    rc = p.ops->connect_reverse(recv, &ep->send_comm_);
+  } else if (reverse && now_ns() < ep->open_by_ns_) {
+    return Status::kSuccess;
+  } else {
+    if (!ep->dialing_) {
+      ZCX_INFO(kLogNet, "rank %d: no %s connection from %s within ZCX_DUPLEX_WAIT; "
+               "connecting one of our own", rank(), p.ops->name, who(ep->peer_).c_str());
+      ep->duplex_ = EndpointImpl::Duplex::kNone;
+      ep->dialing_ = true;
+      ep->open_by_ns_ = now_ns() + params::timeout_ms() * 1000000;
+    }
+    rc = p.ops->connect(p.ctx, 0, peer_handle(ep->peer_, ep->slot_), &ep->send_comm_);
+  }
+  if (rc != ZCX_SUCCESS)
+    return set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s connect to %s failed: %s",
+                     rank(), p.ops->name, who(ep->peer_).c_str(), last_error());
+  if (ep->send_comm_ != nullptr) {
+    ep->duplex_ = EndpointImpl::Duplex::kNone;
+    ep->dialing_ = false;
+  } else if (ep->dialing_ && now_ns() > ep->open_by_ns_) {
+    return set_error(Status::kTimeout, kLogNet, "rank %d: %s connection to %s not "
+                     "established within ZCX_TIMEOUT", rank(), p.ops->name, who(ep->peer_).c_str());
+  }
+  return Status::kSuccess;
+}
+
+const uint8_t* ContextImpl::peer_handle(int peer, size_t slot) const {
+  for (const auto& [id, h] : ranks_[static_cast<size_t>(peer)].providers)
+    if (id == providers_[slot].ops->id) return h.data();
+  return nullptr;  // not reached: choose_provider picked a provider the peer has
 }
 
 // connect() never blocks; loop on it (accepting incoming connections meanwhile so two
 // ranks connecting to each other both make progress) until ZCX_TIMEOUT.
 Status ContextImpl::connect_send(int peer, size_t slot, void** send_comm) {
   ProviderSlot& p = providers_[slot];
-  const std::vector<uint8_t>* handle = nullptr;
-  for (const auto& [id, h] : ranks_[static_cast<size_t>(peer)].providers)
-    if (id == p.ops->id) handle = &h;
+  const uint8_t* handle = peer_handle(peer, slot);
   Deadline dl = Deadline::after_ms(params::timeout_ms());
   for (int spins = 0;; ++spins) {
-    zcx_status_t rc = p.ops->connect(p.ctx, 0, handle->data(), send_comm);
+    zcx_status_t rc = p.ops->connect(p.ctx, 0, handle, send_comm);
     if (rc != ZCX_SUCCESS)
       return set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s connect to %s failed: %s",
                        rank(), p.ops->name, who(peer).c_str(), last_error());
@@ -255,7 +314,7 @@ Status ContextImpl::accept_pending(ProviderSlot& p) {
     if (rc != ZCX_SUCCESS)
       return set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s accept failed: %s", rank(),
                        p.ops->name, last_error());
-    if (comm == nullptr) return Status::kSuccess;
+    if (comm == nullptr) break;
     zcx_peer_info_t info{};
     rc = p.ops->peer_info ? p.ops->peer_info(comm, &info) : ZCX_ERR_UNSUPPORTED;
     if (rc != ZCX_SUCCESS || info.rank < 0 || info.rank >= nranks() ||
@@ -270,7 +329,27 @@ Status ContextImpl::accept_pending(ProviderSlot& p) {
     ZCX_TRACE(kLogNet, "rank %d: accepted %s connection from %s", rank(), p.ops->name,
               who(info.rank).c_str());
   }
+  accept_reverses(static_cast<size_t>(&p - providers_.data()));
   return Status::kSuccess;
+}
+
+// The lower rank of a duplex pair: its receive side comes back over its own connection. A
+// failure there fails the receives from that peer only (as a failed accept would leave
+// them), not the whole context.
+void ContextImpl::accept_reverses(size_t slot) {
+  ProviderSlot& p = providers_[slot];
+  for (auto& [key, ep] : endpoints_) {
+    if (key.second != slot || ep->duplex_ != EndpointImpl::Duplex::kAwaitReverse) continue;
+    void*& recv = p.accepted[static_cast<size_t>(ep->peer_)];
+    zcx_status_t rc = recv ? ZCX_SUCCESS : p.ops->accept_reverse(ep->send_comm_, &recv);
+    if (rc != ZCX_SUCCESS) {
+      ep->recv_error_ = static_cast<Status>(rc);
+      ep->recv_error_text_ = std::string("receiving from ") + who(ep->peer_) + ": " +
+                             last_error();
+      ZCX_WARN(kLogNet, "rank %d: %s", rank(), ep->recv_error_text_.c_str());
+    }
+    if (recv != nullptr || rc != ZCX_SUCCESS) ep->duplex_ = EndpointImpl::Duplex::kNone;
+  }
 }
 
 Status ContextImpl::check_usable() const {
@@ -287,7 +366,8 @@ ContextImpl::~ContextImpl() {
   for (Request* r : live_requests_) delete r;  // close drops what the providers hold
   live_requests_.clear();
   release_registrations(nullptr, 0);
-  for (auto& [key, ep] : endpoints_) (void)providers_[key.second].ops->close_send(ep->send_comm_);
+  for (auto& [key, ep] : endpoints_)
+    if (ep->send_comm_) (void)providers_[key.second].ops->close_send(ep->send_comm_);
   for (ProviderSlot& p : providers_) {
     for (void* comm : p.accepted)
       if (comm) (void)p.ops->close_recv(comm);

@@ -9,6 +9,11 @@
 // accepting incoming connections meanwhile). The receive direction is the peer's own send
 // comm, accepted in progress() and matched to its rank by peer_info(); receives posted
 // before it arrives wait in the request until it does.
+// Duplex (a provider with connect_reverse, ZCX_DUPLEX_WAIT > 0): only the lower rank of a
+// pair connects; the higher one sends back over that connection once it has accepted it
+// (its sends wait unposted until then), and the lower one's receive side comes from
+// accept_reverse on its own send comm. A lower rank that has not connected within
+// ZCX_DUPLEX_WAIT gets a connection of the higher rank's own, as without duplex.
 #pragma once
 
 #include "base/context.h"
@@ -99,7 +104,15 @@ class EndpointImpl final : public Endpoint {
   ContextImpl* ctx_;
   const int peer_;
   const size_t slot_;   // index into the context's providers
-  void* send_comm_;
+  void* send_comm_;     // null while a reverse send comm is awaited (kReverse)
+  // Duplex roles (see the top of this file): kReverse, the higher rank, until its send comm
+  // exists; kAwaitReverse, the lower rank, until its receive side does.
+  enum class Duplex : uint8_t { kNone, kReverse, kAwaitReverse };
+  Duplex duplex_ = Duplex::kNone;
+  int64_t open_by_ns_ = 0;  // kReverse: when to connect on its own; then: connect's deadline
+  bool dialing_ = false;    // a send comm of its own is being connected (open_send)
+  Status recv_error_ = Status::kSuccess;  // accept_reverse failed: receives from peer fail
+  std::string recv_error_text_;
   // Requests not yet accepted by the provider ("retry later", or no recv comm yet), in
   // posting order per direction: a later request is never posted before an earlier one.
   std::deque<Request*> unposted_[2];  // [0] receives, [1] sends
@@ -168,7 +181,11 @@ class ContextImpl final : public Context {
   Status register_range(size_t slot, void* comm, void* buf, size_t size, int kind, void** mh);
   bool find_provider(int peer, const std::string& name, size_t* slot) const;
   Status connect_send(int peer, size_t slot, void** send_comm);
+  const uint8_t* peer_handle(int peer, size_t slot) const;
+  Status open_endpoint(EndpointImpl* ep);
+  Status open_send(EndpointImpl* ep);  // kReverse / dialing: leaves send_comm_ null meanwhile
   Status accept_pending(ProviderSlot& p);
+  void accept_reverses(size_t slot);
   std::string provider_list(int rank) const;
 
   std::unique_ptr<Bootstrap> bs_;

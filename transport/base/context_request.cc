@@ -101,7 +101,13 @@ Status ContextImpl::post_now(Request* req) {
   EndpointImpl* ep = req->ep;
   ProviderSlot& p = providers_[ep->slot_];
   void* comm = req->is_send ? ep->send_comm_ : p.accepted[static_cast<size_t>(ep->peer_)];
-  if (comm == nullptr) {
+  if (comm == nullptr && req->is_send) {
+    ZCX_TRY(open_send(ep));
+    comm = ep->send_comm_;
+    if (comm == nullptr) return Status::kSuccess;
+  } else if (comm == nullptr) {
+    if (failed(ep->recv_error_))
+      return set_error_quiet(ep->recv_error_, "%s", ep->recv_error_text_.c_str());
     ZCX_TRY(accept_pending(p));
     comm = p.accepted[static_cast<size_t>(ep->peer_)];
     if (comm == nullptr) return Status::kSuccess;

@@ -1,5 +1,6 @@
 #include "common/config_vars.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace zcx::params {
@@ -18,6 +19,11 @@ const config::StringParam providers{"ZCX_PROVIDERS", "shm,ib,ucx,tcp,cuda_ipc",
     "Provider preference order; a provider is used for a peer when it is built, has a "
     "device and can reach the peer. Names: tcp, shm, ib, ucx, cuda_ipc. cuda_ipc moves GPU "
     "memory only: stream-ordered collectives ask for it by name, host traffic never takes it."};
+const config::DoubleParam duplex_wait{"ZCX_DUPLEX_WAIT", 1.0,
+    "Seconds the higher rank of a pair waits for the lower rank's connection in order to "
+    "send back over it, where the provider can (tcp): one two-way connection per pair, as "
+    "UCX and Open MPI have, saves a ping-pong the extra acknowledgements of two one-way "
+    "ones. Past the wait it connects on its own. 0: one connection per direction."};
 const config::StringParam socket_ifname{"ZCX_SOCKET_IFNAME", "",
     "Network interface(s) for sockets: a prefix list such as eth,ib; ^docker excludes; "
     "=eth0 matches exactly. Default: the first up, non-loopback interface, else loopback."};
@@ -44,6 +50,12 @@ int64_t timeout_ms() {
   if (!(s > 0)) return 1;
   double ms = std::ceil(s * 1000.0);
   return ms > 1e12 ? static_cast<int64_t>(1e12) : static_cast<int64_t>(ms);
+}
+
+int64_t duplex_wait_ns() {
+  double s = duplex_wait.get();
+  if (!(s > 0)) return 0;
+  return static_cast<int64_t>(std::min(s * 1e3, static_cast<double>(timeout_ms())) * 1e6);
 }
 
 }  // namespace zcx::params

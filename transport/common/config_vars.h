@@ -10,6 +10,7 @@ extern const config::StringParam debug_subsys;   // ZCX_DEBUG_SUBSYS
 extern const config::StringParam debug_file;     // ZCX_DEBUG_FILE
 extern const config::DoubleParam timeout;        // ZCX_TIMEOUT (seconds)
 extern const config::StringParam providers;      // ZCX_PROVIDERS
+extern const config::DoubleParam duplex_wait;    // ZCX_DUPLEX_WAIT (seconds)
 extern const config::StringParam socket_ifname;  // ZCX_SOCKET_IFNAME
 extern const config::IntParam rank;              // ZCX_RANK
 extern const config::IntParam nranks;            // ZCX_NRANKS
@@ -21,5 +22,7 @@ extern const config::StringParam net_provider;   // ZCX_NET_PROVIDER (NCCL plugi
 
 // ZCX_TIMEOUT in milliseconds, at least 1.
 int64_t timeout_ms();
+// ZCX_DUPLEX_WAIT in nanoseconds, 0 (off) when not positive; at most ZCX_TIMEOUT.
+int64_t duplex_wait_ns();
 
 }  // namespace zcx::params

@@ -1,0 +1,175 @@
+// Duplex connections in the context, over the real tcp provider with ranks as threads: a
+// pair of ranks shares one TCP connection (the lower rank connects, the higher one sends
+// back over it), counted in the kernel's socket table against ZCX_DUPLEX_WAIT=0; the higher
+// rank's sends wait for the lower rank's connection; a lower rank that connects too late
+// gets one-way connections; a peer gone before it sent back fails only the receives from it.
+#include "base/context.h"
+#include "base/registry.h"
+#include "bootstrap/test_util.h"
+#include "common/clock.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace zcx {
+namespace {
+
+// ESTABLISHED TCP sockets this process holds, each once however many fds name it.
+int established_tcp_sockets() {
+  std::set<std::string> inodes;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0)
+      inodes.insert(target.substr(8, target.size() - 9));
+  }
+  int n = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // column titles
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      fields >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >>
+          inode;
+      if (state == "01" && inodes.count(inode)) ++n;
+    }
+  }
+  return n;
+}
+
+using Contexts = std::vector<std::unique_ptr<Context>>;
+using BodyFn = std::function<void(Contexts&, int rank)>;
+
+class ContextDuplex : public ::testing::Test {
+ protected:
+  config::ScopedOverride timeout_{"ZCX_TIMEOUT", "20"};
+
+  // n thread ranks with contexts over tcp only, under ZCX_DUPLEX_WAIT=wait; runs body on
+  // each and returns what established_tcp_sockets() said after the bodies, contexts up.
+  int run(int n, const char* wait, const BodyFn& body) {
+    config::ScopedOverride duplex("ZCX_DUPLEX_WAIT", wait);
+    UniqueId id;
+    EXPECT_EQ(test::loopback_id(&id), Status::kSuccess);
+    Contexts ctx(static_cast<size_t>(n));
+    std::atomic<int> failures{0};
+    test::run_threads(n, [&](int r) {
+      std::unique_ptr<Bootstrap> bs;
+      Status s = Bootstrap::init(id, r, n, &bs);
+      ContextOptions options{{provider_find("tcp")}, "same-host"};
+      if (ok(s)) s = Context::create(std::move(bs), options, &ctx[static_cast<size_t>(r)]);
+      if (failed(s)) {
+        ADD_FAILURE() << "rank " << r << ": " << last_error();
+        ++failures;
+      }
+    });
+    if (failures.load() != 0) return -1;
+    test::run_threads(n, [&](int r) { body(ctx, r); });
+    int sockets = established_tcp_sockets();
+    ctx.clear();
+    return sockets;
+  }
+};
+
+// Sends `bytes` pattern bytes to `to` and receives as many from `from`, verified.
+void exchange(Context& c, int r, int to, int from, size_t bytes) {
+  Endpoint *out = nullptr, *in = nullptr;
+  ASSERT_EQ(c.endpoint(to, &out), Status::kSuccess) << last_error();
+  ASSERT_EQ(c.endpoint(from, &in), Status::kSuccess) << last_error();
+  std::vector<uint8_t> src(bytes), dst(bytes + 1, 0xee);
+  for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(r * 31 + to + i * 7);
+  Request *sreq = nullptr, *rreq = nullptr;
+  ASSERT_EQ(in->irecv(dst.data(), dst.size(), 0, &rreq), Status::kSuccess) << last_error();
+  ASSERT_EQ(out->isend(src.data(), bytes, 0, &sreq), Status::kSuccess) << last_error();
+  size_t got = 0;
+  ASSERT_EQ(c.wait(sreq, nullptr), Status::kSuccess) << last_error();
+  ASSERT_EQ(c.wait(rreq, &got), Status::kSuccess) << last_error();
+  ASSERT_EQ(got, bytes);
+  for (size_t i = 0; i < bytes; ++i)
+    ASSERT_EQ(dst[i], static_cast<uint8_t>(from * 31 + r + i * 7)) << "byte " << i;
+}
+
+// Every rank with every other, both ways, two sizes; then a barrier so that nobody
+// tears down under a peer.
+void all_pairs(Contexts& ctx, int r) {
+  Context& c = *ctx[static_cast<size_t>(r)];
+  int n = c.nranks();
+  for (int k = 1; k < n; ++k)
+    for (size_t bytes : {size_t{8}, (size_t{1} << 20) + 3})
+      exchange(c, r, (r + k) % n, (r + n - k) % n, bytes);
+  ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+}
+
+TEST_F(ContextDuplex, EachPairOfRanksSharesOneConnection) {
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    int one_way = run(n, "0", all_pairs);
+    int duplex = run(n, "5", all_pairs);
+    ASSERT_GT(one_way, 0);
+    // A pair with one connection instead of two holds two socket ends fewer.
+    EXPECT_EQ(one_way - duplex, n * (n - 1)) << one_way << " vs " << duplex;
+  }
+}
+
+// Rank 1 sends at once; rank 0 makes its endpoint (its connection) only after `delay_ms`.
+void late_lower_rank(Contexts& ctx, int r, int delay_ms) {
+  Context& c = *ctx[static_cast<size_t>(r)];
+  if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  exchange(c, r, 1 - r, 1 - r, 4096);
+  ASSERT_EQ(c.bootstrap().barrier(), Status::kSuccess);
+}
+
+TEST_F(ContextDuplex, HigherRanksSendsWaitForTheLowerRanksConnection) {
+  int one_way = run(2, "0", all_pairs);
+  int64_t t0 = now_ms();
+  int duplex = run(2, "5", [](Contexts& ctx, int r) { late_lower_rank(ctx, r, 300); });
+  EXPECT_GE(now_ms() - t0, 300);
+  EXPECT_EQ(one_way - duplex, 2) << one_way << " vs " << duplex;
+}
+
+TEST_F(ContextDuplex, TooLateALowerRankGetsOneWayConnections) {
+  int one_way = run(2, "0", all_pairs);
+  int late = run(2, "0.1", [](Contexts& ctx, int r) { late_lower_rank(ctx, r, 600); });
+  EXPECT_EQ(late, one_way);
+}
+
+// Rank 1 makes its endpoint to rank 0 (so it would send back over rank 0's connection) and
+// leaves before sending anything; rank 0's receive from it fails naming it, while rank 0
+// and rank 2 go on.
+TEST_F(ContextDuplex, PeerGoneBeforeSendingBackFailsOnlyItsReceives) {
+  std::atomic<int> stage{0};
+  run(3, "5", [&](Contexts& ctx, int r) {
+    Context& c = *ctx[static_cast<size_t>(r)];
+    Endpoint* ep = nullptr;
+    if (r == 1) {
+      ASSERT_EQ(c.endpoint(0, &ep), Status::kSuccess) << last_error();
+      while (stage.load() < 1) std::this_thread::yield();  // rank 0 has connected to us
+      ctx[1].reset();
+      stage = 2;
+      return;
+    }
+    if (r == 0) {
+      ASSERT_EQ(c.endpoint(1, &ep), Status::kSuccess) << last_error();
+      stage = 1;
+      while (stage.load() < 2) std::this_thread::yield();
+      uint8_t buf[8];
+      Request* req = nullptr;
+      ASSERT_EQ(ep->irecv(buf, sizeof buf, 0, &req), Status::kSuccess) << last_error();
+      int64_t t0 = now_ms();
+      EXPECT_EQ(c.wait(req, nullptr), Status::kRemote);
+      EXPECT_LT(now_ms() - t0, 3000);
+      EXPECT_NE(std::string(last_error()).find("rank 1"), std::string::npos) << last_error();
+    }
+    exchange(c, r, 2 - r, 2 - r, 100000);  // ranks 0 and 2
+  });
+}
+
+}  // namespace
+}  // namespace zcx
