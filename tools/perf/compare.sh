@@ -54,6 +54,9 @@ run_zcx() {  # $1: -t value, $2: size, $3: output file
   "$zcx_run" -np 2 --timeout 900 -- "$zcx_perf" p2p --provider tcp -t "$1" -b "$2" -e "$2" \
     --reps "$reps" > "$3" 2>&1
 }
+run_zcx1() {  # the same with one connection per direction (ZCX_DUPLEX_WAIT=0), for contrast
+  ZCX_DUPLEX_WAIT=0 run_zcx "$@"
+}
 run_mpi() {
   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self --mca pml ob1 \
     "$work/mpi_pingpong" -t "$1" -b "$2" -e "$2" --reps "$reps" > "$3" 2>&1
@@ -73,7 +76,7 @@ export ZCX_TIMEOUT=${ZCX_TIMEOUT:-120}  # a stuck run fails in minutes, not afte
 status=0
 echo "# compare.sh on $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for run in "zcx lat 8 $work/zcx_lat" "zcx bw 64M $work/zcx_bw" \
-           "mpi lat 8 $work/mpi_lat" "mpi bw 64M $work/mpi_bw"; do
+           "mpi lat 8 $work/mpi_lat" "mpi bw 64M $work/mpi_bw" "zcx1 lat 8 $work/zcx1_lat"; do
   set -- $run
   echo "# running $1 -t $2 size $3 ..."
   if ! "run_$1" "$2" "$3" "$4" || [ -z "$(row "$4")" ]; then
@@ -110,6 +113,9 @@ printf '%-22s %-22s %-22s %-8s %-12s %s\n' "8 B latency (us)" "$zl ($zl_range)" 
 zt=$(field "$work/zcx_lat" 10); mt=$(field "$work/mpi_lat" 10)
 printf '%-22s %-22s %-22s %-8s %-12s %s\n' "8 B latency typ (us)" "$zt" "$mt" \
   "$(awk -v a="$zt" -v b="$mt" 'BEGIN {printf "%.2f", a / b}')" "$ucx_lat" "(median of single round trips)"
+z1="$(field "$work/zcx1_lat" 4) ($(field "$work/zcx1_lat" 5)-$(field "$work/zcx1_lat" 6))"
+printf '%-22s %-22s %-22s %-8s %-12s %s\n' "8 B lat, 2 conns (us)" "$z1" "-" "-" "-" \
+  "(zcx with ZCX_DUPLEX_WAIT=0: one connection per direction)"
 printf '%-22s %-22s %-22s %-8s %-12s %s\n' "64 MiB bw (GB/s)" "$zb ($zb_range)" \
   "$mb ($mb_range)" "$(awk -v a="$zb" -v b="$mb" 'BEGIN {printf "%.2f", a / b}')" "-" \
   "zcx/MPI >= 1.2: $bw_ok"

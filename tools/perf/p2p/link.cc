@@ -42,6 +42,7 @@ Status Link::init_provider(const zcx_provider_ops_t* ops, int dev, Bootstrap& bs
   self.secret = bs.secret();
   std::snprintf(self.host, sizeof self.host, "%s", bs.host(bs.rank()).c_str());
   ops_ = ops;
+  timeout_ms_ = params::timeout_ms();  // read once: an environment lookup per post would show
   ZCX_TRY(check(ops->init(&self, &ctx_), "provider init", "no peer yet"));
   int ndev = 0;
   ZCX_TRY(check(ops->devices(ctx_, &ndev), "device discovery", "no peer yet"));
@@ -59,19 +60,29 @@ Status Link::init_provider(const zcx_provider_ops_t* ops, int dev, Bootstrap& bs
 }
 
 // Every rank listens and publishes its handle; then we connect to the peer's handle and
-// accept the peer's connection, driving both until both are up.
+// accept the peer's connection, driving both until both are up. Where the provider can send
+// back over an accepted connection (and ZCX_DUPLEX_WAIT is not 0), the pair shares one
+// connection as the context makes it: the lower rank connects and accepts the reverse, the
+// higher rank accepts and connects the reverse.
 Status Link::connect_peer(Bootstrap& bs, int peer) {
   std::vector<unsigned char> handles(static_cast<size_t>(bs.nranks()) * ZCX_HANDLE_BYTES);
   unsigned char* mine = handles.data() + static_cast<size_t>(bs.rank()) * ZCX_HANDLE_BYTES;
   ZCX_TRY(check(ops_->listen(ctx_, dev_, mine, &listen_comm_), "listen", peer_name_));
   ZCX_TRY(bs.allgather(handles.data(), ZCX_HANDLE_BYTES));
   const unsigned char* theirs = handles.data() + static_cast<size_t>(peer) * ZCX_HANDLE_BYTES;
+  const bool duplex = ops_->connect_reverse && ops_->accept_reverse &&
+                      params::duplex_wait_ns() > 0 && peer != bs.rank();
+  const bool lower = bs.rank() < peer;
   Deadline deadline = Deadline::after_ms(params::timeout_ms());
   while (send_comm_ == nullptr || recv_comm_ == nullptr) {
-    if (send_comm_ == nullptr)
+    if (send_comm_ == nullptr && (!duplex || lower))
       ZCX_TRY(check(ops_->connect(ctx_, dev_, theirs, &send_comm_), "connect", peer_name_));
-    if (recv_comm_ == nullptr)
+    else if (send_comm_ == nullptr && recv_comm_ != nullptr)
+      ZCX_TRY(check(ops_->connect_reverse(recv_comm_, &send_comm_), "connect back", peer_name_));
+    if (recv_comm_ == nullptr && (!duplex || !lower))
       ZCX_TRY(check(ops_->accept(listen_comm_, &recv_comm_), "accept", peer_name_));
+    else if (recv_comm_ == nullptr && send_comm_ != nullptr)
+      ZCX_TRY(check(ops_->accept_reverse(send_comm_, &recv_comm_), "accept back", peer_name_));
     if (deadline.expired())
       return set_error(Status::kTimeout, kLogNet,
                        "no connection with %s over %s within ZCX_TIMEOUT (%s up, %s up); is "
@@ -123,7 +134,7 @@ Status Link::try_irecv(size_t bytes, void** req) {
 }
 
 Status Link::post_until_accepted(bool send, size_t bytes, void** req) {
-  Deadline deadline = Deadline::after_ms(params::timeout_ms());
+  PollDeadline deadline(timeout_ms_);
   for (;;) {
     ZCX_TRY(send ? try_isend(bytes, req) : try_irecv(bytes, req));
     if (*req != nullptr) return Status::kSuccess;
@@ -146,7 +157,7 @@ Status Link::test(void* req, bool* done, size_t* bytes) {
 }
 
 Status Link::wait(void* req, size_t* bytes) {
-  Deadline deadline = Deadline::after_ms(params::timeout_ms());
+  PollDeadline deadline(timeout_ms_);
   bool done = false;
   while (!done) {
     ZCX_TRY(test(req, &done, bytes));
@@ -159,7 +170,7 @@ Status Link::wait(void* req, size_t* bytes) {
 }
 
 Status Link::wait_both(void* send_req, void* recv_req, size_t* recv_bytes) {
-  Deadline deadline = Deadline::after_ms(params::timeout_ms());
+  PollDeadline deadline(timeout_ms_);
   bool send_done = false, recv_done = false;
   while (!send_done || !recv_done) {
     if (!send_done) ZCX_TRY(test(send_req, &send_done, nullptr));

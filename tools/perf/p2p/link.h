@@ -57,6 +57,7 @@ class Link {
   const zcx_provider_ops_t* ops_ = nullptr;
   void* ctx_ = nullptr;
   int dev_ = 0;
+  int64_t timeout_ms_ = 0;  // ZCX_TIMEOUT
   zcx_device_props_t props_{};
   std::string peer_name_;
   void* listen_comm_ = nullptr;

@@ -37,7 +37,8 @@ template <typename Post>
 Status run_window(Link& link, int total, int window, size_t bytes, bool receiving, Post post) {
   std::deque<void*> inflight;
   int posted = 0, completed = 0;
-  Deadline deadline = Deadline::after_ms(params::timeout_ms());
+  const int64_t timeout_ms = params::timeout_ms();
+  PollDeadline deadline(timeout_ms);
   while (completed < total) {
     while (posted < total && static_cast<int>(inflight.size()) < window) {
       void* req = nullptr;
@@ -58,7 +59,7 @@ Status run_window(Link& link, int total, int window, size_t bytes, bool receivin
     if (done) {
       inflight.pop_front();
       ++completed;
-      deadline = Deadline::after_ms(params::timeout_ms());
+      deadline = PollDeadline(timeout_ms);
       if (receiving && got != bytes)
         return set_error(Status::kProtocol, kLogNet, "with %s: a transfer moved %zu bytes, "
                          "expected %zu", link.peer_name().c_str(), got, bytes);
