@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -78,22 +80,28 @@ class ContextDuplex : public ::testing::Test {
   }
 };
 
-// Sends `bytes` pattern bytes to `to` and receives as many from `from`, verified.
-void exchange(Context& c, int r, int to, int from, size_t bytes) {
+// Sends `bytes` pattern bytes to `to` and receives as many from `from`, verified; returns
+// "" or what went wrong (usable in forked children, where gtest assertions do not reach).
+std::string exchange_error(Context& c, int r, int to, int from, size_t bytes) {
   Endpoint *out = nullptr, *in = nullptr;
-  ASSERT_EQ(c.endpoint(to, &out), Status::kSuccess) << last_error();
-  ASSERT_EQ(c.endpoint(from, &in), Status::kSuccess) << last_error();
+  if (failed(c.endpoint(to, &out)) || failed(c.endpoint(from, &in)))
+    return std::string("endpoint: ") + last_error();
   std::vector<uint8_t> src(bytes), dst(bytes + 1, 0xee);
   for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(r * 31 + to + i * 7);
   Request *sreq = nullptr, *rreq = nullptr;
-  ASSERT_EQ(in->irecv(dst.data(), dst.size(), 0, &rreq), Status::kSuccess) << last_error();
-  ASSERT_EQ(out->isend(src.data(), bytes, 0, &sreq), Status::kSuccess) << last_error();
   size_t got = 0;
-  ASSERT_EQ(c.wait(sreq, nullptr), Status::kSuccess) << last_error();
-  ASSERT_EQ(c.wait(rreq, &got), Status::kSuccess) << last_error();
-  ASSERT_EQ(got, bytes);
+  if (failed(in->irecv(dst.data(), dst.size(), 0, &rreq)) ||
+      failed(out->isend(src.data(), bytes, 0, &sreq)) || failed(c.wait(sreq, nullptr)) ||
+      failed(c.wait(rreq, &got)))
+    return std::string("transfer: ") + last_error();
+  if (got != bytes) return "received " + std::to_string(got) + " bytes";
   for (size_t i = 0; i < bytes; ++i)
-    ASSERT_EQ(dst[i], static_cast<uint8_t>(from * 31 + r + i * 7)) << "byte " << i;
+    if (dst[i] != static_cast<uint8_t>(from * 31 + r + i * 7)) return "bad byte " + std::to_string(i);
+  return "";
+}
+
+void exchange(Context& c, int r, int to, int from, size_t bytes) {
+  ASSERT_EQ(exchange_error(c, r, to, from, bytes), "") << "rank " << r;
 }
 
 // Every rank with every other, both ways, two sizes; then a barrier so that nobody
@@ -169,6 +177,36 @@ TEST_F(ContextDuplex, PeerGoneBeforeSendingBackFailsOnlyItsReceives) {
     }
     exchange(c, r, 2 - r, 2 - r, 100000);  // ranks 0 and 2
   });
+}
+
+// Ranks whose ZCX_DUPLEX_WAIT differ (forked, each with its own environment): the lower
+// rank takes a reverse whatever its own setting, so both ways still deliver.
+TEST_F(ContextDuplex, RanksWithDifferentSettingsStillExchange) {
+  for (const auto& waits : {std::pair{"0", "5"}, std::pair{"5", "0"}}) {
+    SCOPED_TRACE(std::string(waits.first) + " / " + waits.second);
+    UniqueId id;
+    ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
+    std::vector<pid_t> kids;
+    for (int r = 0; r < 2; ++r)
+      kids.push_back(test::fork_child([&, r] {
+        setenv("ZCX_DUPLEX_WAIT", r == 0 ? waits.first : waits.second, 1);
+        std::unique_ptr<Bootstrap> bs;
+        std::unique_ptr<Context> c;
+        ContextOptions options{{provider_find("tcp")}, "same-host"};
+        if (failed(Bootstrap::init(id, r, 2, &bs)) ||
+            failed(Context::create(std::move(bs), options, &c)))
+          return 2;
+        for (size_t bytes : {size_t{8}, (size_t{1} << 20) + 3}) {
+          std::string error = exchange_error(*c, r, 1 - r, 1 - r, bytes);
+          if (!error.empty()) {
+            fprintf(stderr, "rank %d: %s\n", r, error.c_str());
+            return 1;
+          }
+        }
+        return failed(c->bootstrap().barrier()) ? 3 : 0;
+      }));
+    for (pid_t kid : kids) EXPECT_EQ(test::wait_child(kid, 15000), 0);
+  }
 }
 
 }  // namespace

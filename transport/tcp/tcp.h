@@ -101,7 +101,7 @@ struct Request {
   int n = 0;          // buffers (1 for a send)
   int assigned = 0;   // buffers that a message has been matched to (recv)
   int left = 0;       // messages not yet complete
-  int64_t posted_ns = 0;
+  int64_t posted_ns = 0;  // 0 until check_timeout first reads the clock for it
   std::array<char*, kMaxRecvs> data{};
   std::array<size_t, kMaxRecvs> cap{};
   std::array<int, kMaxRecvs> tags{};
@@ -143,6 +143,11 @@ struct Comm {
   // that one recv() takes a header with its payload, or several small messages at once.
   std::vector<char> stage;
   size_t stage_begin = 0, stage_end = 0;
+  // The data path counts its moves and reads no clock (a clock read per message is a
+  // visible share of an 8-byte round trip); check_timeout turns a change of the count into
+  // a time when it reads the clock, every 64th idle poll.
+  uint64_t moves = 0;
+  uint64_t moves_seen = 0;
   int64_t last_progress_ns = 0;
   int64_t timeout_ns = 0;      // ZCX_TIMEOUT, read once when the comm is made
   uint32_t idle_polls = 0;     // test() calls since the clock was last read

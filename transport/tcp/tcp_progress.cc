@@ -90,7 +90,7 @@ Request* request_get(Comm* c) {
   r->tag = kRequestTag;
   r->comm = c;
   r->assigned = 0;
-  r->posted_ns = now_ns();
+  r->posted_ns = 0;
   r->taken.fill(false);
   r->got.fill(0);
   return r;
@@ -213,7 +213,7 @@ Status send_socket(Comm* c, int s) {
     if (would_block(got)) return Status::kSuccess;
     if (got <= 0) return io_failure(c, s, got < 0 ? got : -1, "send");
     credit(c, s, static_cast<size_t>(got));
-    c->last_progress_ns = now_ns();
+    ++c->moves;
   }
   return Status::kSuccess;
 }
@@ -274,7 +274,7 @@ Status stage_fill(Comm* c, bool* got) {
     if (would_block(n)) return Status::kSuccess;
     if (n <= 0) return io_failure(c, 0, n, "receive");
     c->stage_end += static_cast<size_t>(n);
-    c->last_progress_ns = now_ns();
+    ++c->moves;
     *got = true;
     return Status::kSuccess;
   }
@@ -340,7 +340,7 @@ Status recv_part(Comm* c, int s, Message& m, bool* blocked) {
   }
   if (got <= 0) return io_failure(c, s, got, "receive");
   sk.off += static_cast<size_t>(got);
-  c->last_progress_ns = now_ns();
+  ++c->moves;
   return Status::kSuccess;
 }
 

@@ -206,9 +206,15 @@ Status irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void
 Status check_timeout(Comm* c, Request* r) {
   // Reading the clock on every idle poll costs more than the poll itself; every 64th will do.
   if (++c->idle_polls % 64 != 0) return Status::kSuccess;
+  const int64_t now = now_ns();
+  if (c->moves != c->moves_seen) {
+    c->moves_seen = c->moves;
+    c->last_progress_ns = now;
+  }
+  if (r->posted_ns == 0) r->posted_ns = now;  // at most 63 polls after it was posted
   int64_t since = std::max(c->last_progress_ns, r->posted_ns);
   int64_t limit = c->timeout_ns;
-  if (now_ns() - since <= limit) return Status::kSuccess;
+  if (now - since <= limit) return Status::kSuccess;
   return comm_fail(c, Status::kTimeout, "tcp %s with %s made no progress for %.1f s "
                    "(ZCX_TIMEOUT); is the peer stuck or not posting the matching %s?",
                    c->is_send ? "send" : "receive", c->peer_text.c_str(), limit / 1e9,
