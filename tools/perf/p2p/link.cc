@@ -61,27 +61,27 @@ Status Link::init_provider(const zcx_provider_ops_t* ops, int dev, Bootstrap& bs
 
 // Every rank listens and publishes its handle; then we connect to the peer's handle and
 // accept the peer's connection, driving both until both are up. Where the provider can send
-// back over an accepted connection (and ZCX_DUPLEX_WAIT is not 0), the pair shares one
-// connection as the context makes it: the lower rank connects and accepts the reverse, the
-// higher rank accepts and connects the reverse.
+// back over an accepted connection, the pair shares one connection as the context makes it:
+// the higher rank (unless its ZCX_DUPLEX_WAIT is 0) sends back over the lower rank's
+// connection instead of connecting, and the lower rank takes either kind of receiving side.
 Status Link::connect_peer(Bootstrap& bs, int peer) {
   std::vector<unsigned char> handles(static_cast<size_t>(bs.nranks()) * ZCX_HANDLE_BYTES);
   unsigned char* mine = handles.data() + static_cast<size_t>(bs.rank()) * ZCX_HANDLE_BYTES;
   ZCX_TRY(check(ops_->listen(ctx_, dev_, mine, &listen_comm_), "listen", peer_name_));
   ZCX_TRY(bs.allgather(handles.data(), ZCX_HANDLE_BYTES));
   const unsigned char* theirs = handles.data() + static_cast<size_t>(peer) * ZCX_HANDLE_BYTES;
-  const bool duplex = ops_->connect_reverse && ops_->accept_reverse &&
-                      params::duplex_wait_ns() > 0 && peer != bs.rank();
+  const bool pairs = ops_->connect_reverse && ops_->accept_reverse && peer != bs.rank();
   const bool lower = bs.rank() < peer;
+  const bool sends_back = pairs && !lower && params::duplex_wait_ns() > 0;
   Deadline deadline = Deadline::after_ms(params::timeout_ms());
   while (send_comm_ == nullptr || recv_comm_ == nullptr) {
-    if (send_comm_ == nullptr && (!duplex || lower))
+    if (send_comm_ == nullptr && !sends_back)
       ZCX_TRY(check(ops_->connect(ctx_, dev_, theirs, &send_comm_), "connect", peer_name_));
     else if (send_comm_ == nullptr && recv_comm_ != nullptr)
       ZCX_TRY(check(ops_->connect_reverse(recv_comm_, &send_comm_), "connect back", peer_name_));
-    if (recv_comm_ == nullptr && (!duplex || !lower))
+    if (recv_comm_ == nullptr)
       ZCX_TRY(check(ops_->accept(listen_comm_, &recv_comm_), "accept", peer_name_));
-    else if (recv_comm_ == nullptr && send_comm_ != nullptr)
+    if (recv_comm_ == nullptr && pairs && lower && send_comm_ != nullptr)
       ZCX_TRY(check(ops_->accept_reverse(send_comm_, &recv_comm_), "accept back", peer_name_));
     if (deadline.expired())
       return set_error(Status::kTimeout, kLogNet,
