@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "transport/provider_util.h"
+#include "transport/tcp_two_ranks.h"
 
 #include <gtest/gtest.h>
 
@@ -15,15 +16,11 @@
 namespace zcx::test {
 namespace {
 
-constexpr uint64_t kSecret = 0x1234abcd5678ef01ull;
-
-class TcpInProcess : public ::testing::Test {
+class TcpInProcess : public TcpTwoRanks {
  protected:
   void SetUp() override {
-    ops_ = provider_find("tcp");
-    ASSERT_NE(ops_, nullptr) << "tcp provider not built";
-    ASSERT_EQ(a_.init(ops_, 0, 2, kSecret), ZCX_SUCCESS) << zcx_get_last_error();
-    ASSERT_EQ(b_.init(ops_, 1, 2, kSecret), ZCX_SUCCESS) << zcx_get_last_error();
+    TcpTwoRanks::SetUp();
+    if (HasFatalFailure()) return;
     ASSERT_EQ(connect_pair(a_, b_, &send_, &recv_), ZCX_SUCCESS) << zcx_get_last_error();
   }
   void TearDown() override {
@@ -53,8 +50,6 @@ class TcpInProcess : public ::testing::Test {
     EXPECT_EQ(dst[size], 0xee) << "wrote past the message";
   }
 
-  const zcx_provider_ops_t* ops_ = nullptr;
-  ProviderCtx a_, b_;
   void* send_ = nullptr;
   void* recv_ = nullptr;
 };

@@ -7,6 +7,7 @@
 #include "common/config.h"
 #include "tcp/tcp.h"
 #include "transport/provider_util.h"
+#include "transport/tcp_two_ranks.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -19,17 +20,13 @@
 namespace zcx::test {
 namespace {
 
-constexpr uint64_t kSecret = 0x5ca1ab1e0ddba11ull;
-
-class TcpReverse : public ::testing::Test {
+class TcpReverse : public TcpTwoRanks {
  protected:
   void SetUp() override {
-    ops_ = provider_find("tcp");
-    ASSERT_NE(ops_, nullptr) << "tcp provider not built";
+    TcpTwoRanks::SetUp();
+    if (HasFatalFailure()) return;
     ASSERT_NE(ops_->connect_reverse, nullptr);
     ASSERT_NE(ops_->accept_reverse, nullptr);
-    ASSERT_EQ(a_.init(ops_, 0, 2, kSecret), ZCX_SUCCESS) << zcx_get_last_error();
-    ASSERT_EQ(b_.init(ops_, 1, 2, kSecret), ZCX_SUCCESS) << zcx_get_last_error();
     open_pair();
   }
   void TearDown() override {
@@ -102,8 +99,6 @@ class TcpReverse : public ::testing::Test {
 
   int fd0(void* comm) { return static_cast<tcp::Comm*>(comm)->socks[0].fd.get(); }
 
-  const zcx_provider_ops_t* ops_ = nullptr;
-  ProviderCtx a_, b_;
   void* ab_send_ = nullptr;  // a's connection to b ...
   void* ab_recv_ = nullptr;  // ... as b accepted it
   void* ba_send_ = nullptr;  // b's reverse over it ...

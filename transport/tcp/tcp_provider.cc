@@ -99,25 +99,17 @@ Status accept(void* listen_comm, void** recv_comm) {
   return Status::kSuccess;
 }
 
-Status connect_reverse(void* recv_comm, void** send_comm) {
-  ZCX_CHECK_ARG(send_comm != nullptr, kLogTcp, "tcp connect_reverse: NULL argument");
-  *send_comm = nullptr;
-  Comm* r = as_comm(recv_comm, kRecvTag);
-  ZCX_CHECK_ARG(r != nullptr, kLogTcp, "tcp connect_reverse: not a tcp recv comm");
-  Comm* c = nullptr;
-  ZCX_TRY(ep_connect_reverse(r, &c));
-  *send_comm = c;
-  return Status::kSuccess;
-}
-
-Status accept_reverse(void* send_comm, void** recv_comm) {
-  ZCX_CHECK_ARG(recv_comm != nullptr, kLogTcp, "tcp accept_reverse: NULL argument");
-  *recv_comm = nullptr;
-  Comm* s = as_comm(send_comm, kSendTag);
-  ZCX_CHECK_ARG(s != nullptr, kLogTcp, "tcp accept_reverse: not a tcp send comm");
-  Comm* c = nullptr;
-  ZCX_TRY(ep_accept_reverse(s, &c));
-  *recv_comm = c;
+// connect_reverse (a recv comm in, a send comm out) and accept_reverse (the other way).
+template <uint32_t kInTag, Status (*Reverse)(Comm*, Comm**)>
+Status reverse(void* in, void** out, const char* op) {
+  ZCX_CHECK_ARG(out != nullptr, kLogTcp, "tcp %s: NULL argument", op);
+  *out = nullptr;
+  Comm* c = as_comm(in, kInTag);
+  ZCX_CHECK_ARG(c != nullptr, kLogTcp, "tcp %s: not a tcp %s comm", op,
+                kInTag == kRecvTag ? "recv" : "send");
+  Comm* made = nullptr;
+  ZCX_TRY(Reverse(c, &made));
+  *out = made;
   return Status::kSuccess;
 }
 
@@ -286,8 +278,12 @@ const zcx_provider_ops_t kOps = {
     [](void* c) { return to_c(close_comm(c, kSendTag, "close_send")); },
     [](void* c) { return to_c(close_comm(c, kRecvTag, "close_recv")); },
     c_call<close_listen, void*>,
-    c_call<connect_reverse, void*, void**>,
-    c_call<accept_reverse, void*, void**>,
+    [](void* r, void** s) {
+      return to_c(reverse<kRecvTag, ep_connect_reverse>(r, s, "connect_reverse"));
+    },
+    [](void* s, void** r) {
+      return to_c(reverse<kSendTag, ep_accept_reverse>(s, r, "accept_reverse"));
+    },
 };
 
 }  // namespace
