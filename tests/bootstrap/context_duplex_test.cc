@@ -55,7 +55,9 @@ class ContextDuplex : public ::testing::Test {
   config::ScopedOverride timeout_{"ZCX_TIMEOUT", "20"};
 
   // n thread ranks with contexts over tcp only, under ZCX_DUPLEX_WAIT=wait; runs body on
-  // each and returns what established_tcp_sockets() said after the bodies, contexts up.
+  // each and returns how many more ESTABLISHED sockets the process holds after the bodies
+  // than before them (contexts up, the bootstrap's own links made by two barriers): the
+  // providers' connections, two socket ends each.
   int run(int n, const char* wait, const BodyFn& body) {
     config::ScopedOverride duplex("ZCX_DUPLEX_WAIT", wait);
     UniqueId id;
@@ -73,10 +75,18 @@ class ContextDuplex : public ::testing::Test {
       }
     });
     if (failures.load() != 0) return -1;
-    test::run_threads(n, [&](int r) { body(ctx, r); });
-    int sockets = established_tcp_sockets();
+    int before = 0;
+    test::run_threads(n, [&](int r) {
+      Bootstrap& bs = ctx[static_cast<size_t>(r)]->bootstrap();
+      ASSERT_EQ(bs.barrier(), Status::kSuccess);
+      ASSERT_EQ(bs.barrier(), Status::kSuccess);
+      if (r == 0) before = established_tcp_sockets();
+      ASSERT_EQ(bs.barrier(), Status::kSuccess);
+      body(ctx, r);
+    });
+    int added = established_tcp_sockets() - before;
     ctx.clear();
-    return sockets;
+    return added;
   }
 };
 
@@ -118,11 +128,9 @@ void all_pairs(Contexts& ctx, int r) {
 TEST_F(ContextDuplex, EachPairOfRanksSharesOneConnection) {
   for (int n : {2, 4}) {
     SCOPED_TRACE(n);
-    int one_way = run(n, "0", all_pairs);
-    int duplex = run(n, "5", all_pairs);
-    ASSERT_GT(one_way, 0);
-    // A pair with one connection instead of two holds two socket ends fewer.
-    EXPECT_EQ(one_way - duplex, n * (n - 1)) << one_way << " vs " << duplex;
+    const int pairs = n * (n - 1) / 2;
+    EXPECT_EQ(run(n, "0", all_pairs), 4 * pairs);  // two connections per pair, two ends each
+    EXPECT_EQ(run(n, "5", all_pairs), 2 * pairs);  // one
   }
 }
 
@@ -135,17 +143,13 @@ void late_lower_rank(Contexts& ctx, int r, int delay_ms) {
 }
 
 TEST_F(ContextDuplex, HigherRanksSendsWaitForTheLowerRanksConnection) {
-  int one_way = run(2, "0", all_pairs);
   int64_t t0 = now_ms();
-  int duplex = run(2, "5", [](Contexts& ctx, int r) { late_lower_rank(ctx, r, 300); });
+  EXPECT_EQ(run(2, "5", [](Contexts& ctx, int r) { late_lower_rank(ctx, r, 300); }), 2);
   EXPECT_GE(now_ms() - t0, 300);
-  EXPECT_EQ(one_way - duplex, 2) << one_way << " vs " << duplex;
 }
 
 TEST_F(ContextDuplex, TooLateALowerRankGetsOneWayConnections) {
-  int one_way = run(2, "0", all_pairs);
-  int late = run(2, "0.1", [](Contexts& ctx, int r) { late_lower_rank(ctx, r, 600); });
-  EXPECT_EQ(late, one_way);
+  EXPECT_EQ(run(2, "0.1", [](Contexts& ctx, int r) { late_lower_rank(ctx, r, 600); }), 4);
 }
 
 // Rank 1 makes its endpoint to rank 0 (so it would send back over rank 0's connection) and
