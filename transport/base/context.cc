@@ -234,11 +234,10 @@ Status ContextImpl::open_send(EndpointImpl* ep) {
   } else if (reverse && now_ns() < ep->open_by_ns_) {
     return Status::kSuccess;
   } else {
-    if (!ep->dialing_) {
+    if (reverse) {
       ZCX_INFO(kLogNet, "rank %d: no %s connection from %s within ZCX_DUPLEX_WAIT; "
                "connecting one of our own", rank(), p.ops->name, who(ep->peer_).c_str());
       ep->duplex_ = EndpointImpl::Duplex::kNone;
-      ep->dialing_ = true;
       ep->open_by_ns_ = now_ns() + params::timeout_ms() * 1000000;
     }
     rc = p.ops->connect(p.ctx, 0, peer_handle(ep->peer_, ep->slot_), &ep->send_comm_);
@@ -248,8 +247,7 @@ Status ContextImpl::open_send(EndpointImpl* ep) {
                      rank(), p.ops->name, who(ep->peer_).c_str(), last_error());
   if (ep->send_comm_ != nullptr) {
     ep->duplex_ = EndpointImpl::Duplex::kNone;
-    ep->dialing_ = false;
-  } else if (ep->dialing_ && now_ns() > ep->open_by_ns_) {
+  } else if (ep->duplex_ == EndpointImpl::Duplex::kNone && now_ns() > ep->open_by_ns_) {
     return set_error(Status::kTimeout, kLogNet, "rank %d: %s connection to %s not "
                      "established within ZCX_TIMEOUT", rank(), p.ops->name, who(ep->peer_).c_str());
   }
@@ -343,10 +341,9 @@ void ContextImpl::accept_reverses(size_t slot) {
     void*& recv = p.accepted[static_cast<size_t>(ep->peer_)];
     zcx_status_t rc = recv ? ZCX_SUCCESS : p.ops->accept_reverse(ep->send_comm_, &recv);
     if (rc != ZCX_SUCCESS) {
-      ep->recv_error_ = static_cast<Status>(rc);
-      ep->recv_error_text_ = std::string("receiving from ") + who(ep->peer_) + ": " +
-                             last_error();
-      ZCX_WARN(kLogNet, "rank %d: %s", rank(), ep->recv_error_text_.c_str());
+      std::string why = "receiving from " + who(ep->peer_) + ": " + last_error();
+      ZCX_WARN(kLogNet, "rank %d: %s", rank(), why.c_str());
+      ep->recv_error_.record(static_cast<Status>(rc), std::move(why));
     }
     if (recv != nullptr || rc != ZCX_SUCCESS) ep->duplex_ = EndpointImpl::Duplex::kNone;
   }

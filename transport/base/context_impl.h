@@ -109,10 +109,10 @@ class EndpointImpl final : public Endpoint {
   // exists; kAwaitReverse, the lower rank, until its receive side does.
   enum class Duplex : uint8_t { kNone, kReverse, kAwaitReverse };
   Duplex duplex_ = Duplex::kNone;
-  int64_t open_by_ns_ = 0;  // kReverse: when to connect on its own; then: connect's deadline
-  bool dialing_ = false;    // a send comm of its own is being connected (open_send)
-  Status recv_error_ = Status::kSuccess;  // accept_reverse failed: receives from peer fail
-  std::string recv_error_text_;
+  // kReverse: when to connect on its own; after that, while send_comm_ is still null (kNone:
+  // connecting one of its own), that connect's deadline.
+  int64_t open_by_ns_ = 0;
+  StickyError recv_error_;  // accept_reverse failed: every receive from the peer fails
   // Requests not yet accepted by the provider ("retry later", or no recv comm yet), in
   // posting order per direction: a later request is never posted before an earlier one.
   std::deque<Request*> unposted_[2];  // [0] receives, [1] sends

@@ -106,8 +106,7 @@ Status ContextImpl::post_now(Request* req) {
     comm = ep->send_comm_;
     if (comm == nullptr) return Status::kSuccess;
   } else if (comm == nullptr) {
-    if (failed(ep->recv_error_))
-      return set_error_quiet(ep->recv_error_, "%s", ep->recv_error_text_.c_str());
+    if (ep->recv_error_.has()) return ep->recv_error_.raise();
     ZCX_TRY(accept_pending(p));
     comm = p.accepted[static_cast<size_t>(ep->peer_)];
     if (comm == nullptr) return Status::kSuccess;
