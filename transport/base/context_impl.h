@@ -17,6 +17,7 @@
 #pragma once
 
 #include "base/context.h"
+#include "base/range_counts.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -168,11 +169,7 @@ class ContextImpl final : public Context {
   Status open_providers(const ContextOptions& options);
   Status exchange_records(const std::string& host_identity);
   Status choose_provider(int peer, const std::string& name, size_t* slot) const;
-  // Ranges with a count: mem_register's and hold_range's.
-  using RangeCounts = std::map<std::pair<uintptr_t, size_t>, int>;
-  static bool covered_by(const RangeCounts& ranges, const void* buf, size_t size,
-                         std::pair<uintptr_t, size_t>* range);
-  bool covering_range(const void* buf, size_t size, std::pair<uintptr_t, size_t>* range) const;
+  bool covering_range(const void* buf, size_t size, RangeCounts::Range* range) const;
   // Counts one use of the range off; the last one drops its cached registrations. False when
   // the range has no count.
   bool uncount(RangeCounts& ranges, const void* buf, size_t size);

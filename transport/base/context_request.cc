@@ -224,23 +224,10 @@ Status ContextImpl::wait(Request* req, size_t* size) {
   }
 }
 
-// The first of `ranges` that contains [buf, buf+size).
-bool ContextImpl::covered_by(const RangeCounts& ranges, const void* buf, size_t size,
-                             std::pair<uintptr_t, size_t>* range) {
-  const auto lo = reinterpret_cast<uintptr_t>(buf);
-  for (const auto& [r, count] : ranges) {
-    if (lo >= r.first && lo - r.first <= r.second && size <= r.second - (lo - r.first)) {
-      *range = r;
-      return true;
-    }
-  }
-  return false;
-}
-
 // A registered range first, else a held one.
-bool ContextImpl::covering_range(const void* buf, size_t size,
-                                 std::pair<uintptr_t, size_t>* range) const {
-  return covered_by(user_regs_, buf, size, range) || covered_by(held_, buf, size, range);
+bool ContextImpl::covering_range(const void* buf, size_t size, RangeCounts::Range* range) const {
+  const auto lo = reinterpret_cast<uintptr_t>(buf);
+  return user_regs_.covering(lo, size, range) || held_.covering(lo, size, range);
 }
 
 Status ContextImpl::register_range(size_t slot, void* comm, void* buf, size_t size, int kind,
@@ -261,7 +248,7 @@ Status ContextImpl::registration_for(const Request* req, void* comm,
                                      std::shared_ptr<Registration>* out) {
   const size_t slot = req->ep->slot_;
   const zcx_provider_ops_t* ops = providers_[slot].ops;
-  std::pair<uintptr_t, size_t> range;
+  RangeCounts::Range range;
   if (covering_range(req->wire(), req->size, &range)) {
     auto key = std::make_tuple(slot, comm, range.first, range.second);
     if (auto it = reg_cache_.find(key); it != reg_cache_.end()) {
@@ -283,12 +270,14 @@ Status ContextImpl::registration_for(const Request* req, void* comm,
   return Status::kSuccess;
 }
 
-// Small host transfers over a registering provider, unless the caller registered the bytes.
+// Small host transfers over a registering provider, unless the caller registered the bytes
+// (a held range bounces too).
 bool ContextImpl::bounces(const Request* req) const {
-  std::pair<uintptr_t, size_t> range;
+  RangeCounts::Range range;
+  const auto lo = reinterpret_cast<uintptr_t>(req->buf);
   return (providers_[req->ep->slot_].ops->flags & ZCX_PROVIDER_NEEDS_REG) &&
          req->mem_kind == ZCX_MEM_HOST && req->size > 0 && req->size <= kBounceBytes &&
-         !covered_by(user_regs_, req->buf, req->size, &range);  // a held range bounces too
+         !user_regs_.covering(lo, req->size, &range);
 }
 
 // A free block, from a new slab when none is left (its registration is cached like a
@@ -299,7 +288,7 @@ char* ContextImpl::take_bounce() {
     char* slab = static_cast<char*>(std::aligned_alloc(4096, kSlab));
     if (slab == nullptr) return nullptr;
     bounce_slabs_.emplace_back(slab);
-    ++user_regs_[{reinterpret_cast<uintptr_t>(slab), kSlab}];
+    user_regs_.add({reinterpret_cast<uintptr_t>(slab), kSlab});
     for (size_t i = kBounceSlabBlocks; i-- > 0;) bounce_free_.push_back(slab + i * kBounceBytes);
   }
   char* b = bounce_free_.back();
@@ -313,13 +302,13 @@ void ContextImpl::release_registrations(const void* buf, size_t size) {
     const auto& [slot, comm, start, len] = entry.first;
     if (buf == nullptr) return true;
     const bool inside = start >= lo && start - lo <= size && len <= size - (start - lo);
-    return inside && !user_regs_.count({start, len}) && !held_.count({start, len});
+    return inside && !user_regs_.contains({start, len}) && !held_.contains({start, len});
   });  // a request still posted with one keeps it alive until the request ends
 }
 
 void ContextImpl::hold_range(const void* buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (buf != nullptr && size > 0) ++held_[{reinterpret_cast<uintptr_t>(buf), size}];
+  if (buf != nullptr && size > 0) held_.add({reinterpret_cast<uintptr_t>(buf), size});
 }
 
 void ContextImpl::release_range(const void* buf, size_t size) {
@@ -328,13 +317,9 @@ void ContextImpl::release_range(const void* buf, size_t size) {
 }
 
 bool ContextImpl::uncount(RangeCounts& ranges, const void* buf, size_t size) {
-  auto it = ranges.find({reinterpret_cast<uintptr_t>(buf), size});
-  if (it == ranges.end()) return false;
-  if (--it->second == 0) {
-    ranges.erase(it);
-    release_registrations(buf, size);
-  }
-  return true;
+  const int left = ranges.remove({reinterpret_cast<uintptr_t>(buf), size});
+  if (left == 0) release_registrations(buf, size);
+  return left >= 0;
 }
 
 Status ContextImpl::mem_register(void* buf, size_t size) {
@@ -343,7 +328,7 @@ Status ContextImpl::mem_register(void* buf, size_t size) {
   ZCX_CHECK_ARG(reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size, kLogMem,
                 "mem_register: size %zu overflows the address space", size);
   ZCX_TRY(check_usable());
-  ++user_regs_[{reinterpret_cast<uintptr_t>(buf), size}];  // counted: one per caller
+  user_regs_.add({reinterpret_cast<uintptr_t>(buf), size});  // counted: one per caller
   return Status::kSuccess;
 }
 
