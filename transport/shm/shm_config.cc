@@ -32,8 +32,8 @@ const config::SizeParam chunk_bytes{"ZCX_SHM_CHUNK_BYTES", 256 * 1024,
     "Bytes per pipeline chunk (multiple of 4096)."};
 const config::SizeParam stream_min{"ZCX_SHM_NT_MIN", 16u << 20,
     "Pipelined messages streaming together (an interleave group) are copied out with "
-    "non-temporal stores when they write at least this many bytes to distinct buffers "
-    "(they would only evict the caches)."};
+    "non-temporal stores when each writes a buffer of its own and together they write at "
+    "least this many bytes (cached stores would only evict the caches)."};
 const config::IntParam spin{"ZCX_SHM_SPIN", 2000,
     "Idle polls of an shm request before each further poll yields the CPU (sched_yield).",
     0, 1 << 30};

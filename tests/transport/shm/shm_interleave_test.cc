@@ -109,6 +109,48 @@ TEST(ShmInterleave, AMessageWithoutAPostedReceiveIsNotInterleaved) {
   EXPECT_EQ(first_diff(w.src[2], last.dst[0], msgs[2].size), -1);
 }
 
+// Non-temporal copy-out (ZCX_SHM_NT_MIN) only for a group whose members write buffers of
+// their own: members that share one rewrite its lines while they are in cache. A window of
+// four receives into one buffer is written through the cache and ends holding the last
+// message (the stream takes chunk k of every member in message order); the same window
+// into four buffers streams.
+TEST(ShmInterleave, OnlyAGroupWritingBuffersOfItsOwnStreams) {
+  test::ScopedEnv nt_min("ZCX_SHM_NT_MIN", "1M");
+  for (bool shared : {true, false}) {
+    SCOPED_TRACE(shared ? "one receive buffer" : "four receive buffers");
+    Rank a(0), b(1);
+    Pair p;
+    ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+    // The first message fills the chunk ring, so the four behind it queue and form a group.
+    const std::vector<Message> msgs = {{4 * kMiB + 5, 1}, {kMiB + 3, 2}, {kMiB + 3, 3},
+                                       {kMiB + 3, 4},     {kMiB + 3, 5}};
+    std::vector<std::vector<uint8_t>> dst(5);
+    for (size_t k = 0; k < 5; ++k) dst[k].assign(msgs[k].size + 1, 0xee);
+    Window w;
+    for (size_t k = 0; k < 5; ++k) {
+      void* buf = dst[shared && k > 0 ? 1 : k].data();
+      size_t cap = msgs[k].size;
+      int tag = msgs[k].tag;
+      void* req = nullptr;
+      ASSERT_EQ(ops()->irecv(p.rc, 1, &buf, &cap, &tag, nullptr, &req), ZCX_SUCCESS);
+      w.recvs.push_back(req);
+    }
+    ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, {0, 1, 2, 3, 4}, &w));
+    std::vector<void*> all = w.sends;
+    all.insert(all.end(), w.recvs.begin(), w.recvs.end());
+    ASSERT_EQ(wait_all(all), ZCX_SUCCESS) << zcx::last_error();
+    const auto* rc = static_cast<shm::Comm*>(p.rc);
+    ASSERT_EQ(rc->group.n, 4) << "the receiver formed no group";
+    EXPECT_EQ(rc->group.streaming, !shared);
+    for (size_t k = 0; k < 5; ++k) {
+      if (shared && k > 0 && k < 4) continue;  // written over by message 4
+      const auto& got = dst[shared && k > 0 ? 1 : k];
+      EXPECT_EQ(first_diff(w.src[k], got, msgs[k].size), -1) << "message " << k;
+      EXPECT_EQ(got[msgs[k].size], 0xee) << "message " << k << " overran its buffer";
+    }
+  }
+}
+
 // A group bound from the peer is checked against the receives posted here.
 TEST(ShmInterleave, GroupBeyondThePostedReceivesIsDetected) {
   Rank a(0), b(1);
