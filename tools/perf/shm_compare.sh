@@ -6,8 +6,10 @@
 #
 #   tools/perf/shm_compare.sh [build-dir]        (default: build; REPS=5 by default)
 #   RT="chrt -f 10" REPS=5 tools/perf/shm_compare.sh build     (on a busy shared machine)
-#   NEAR=40-150 tools/perf/shm_compare.sh build   (each system waits for two CPUs that share
-#                                                   a cache: see the floor below)
+#   NEAR=40-150 tools/perf/shm_compare.sh build   (each measurement waits for two CPUs that
+#                                                   share a cache, and is taken again, at most
+#                                                   twice, when they moved apart during it:
+#                                                   placement_measure in placement.sh)
 #
 # Method, the same for every system: ranks pinned to CPUs 0 and 1; latency = ping-pong
 # round trip / 2 (average); bandwidth = windows of 64 back-to-back non-blocking sends plus
@@ -65,7 +67,9 @@ ucx() {  # ucx <lat|bw> <size> <UCX_TLS>
 # The hardware floor: one cache line bounced between two pinned processes (no library). The
 # same probe reads where the hypervisor placed the two vCPUs before and after each system's
 # measurements (see tools/perf/coll_compare.sh, --near): with NEAR=LO-HI each system waits,
-# up to NEAR_WAIT seconds (default 300), for a one-way line time of LO to HI ns first.
+# up to NEAR_WAIT seconds (default 300), for a one-way line time of LO to HI ns first, and
+# each single measurement waits again (up to NEAR_WAIT, default 60 there) and is retaken
+# when the vCPUs moved apart during it (placement_measure).
 source "$(dirname "$0")/placement.sh"
 placement_build "$TMP"
 NEAR=${NEAR:-}
@@ -99,9 +103,9 @@ for rep in $(seq "$REPS"); do
   VALS[floor]+="$($RT "$PLACEMENT_PROBE" 1000000 | awk '{printf "%.3f", $1 / 1000}') "
   for i in "${!SYSTEMS[@]}"; do
     before=$(placement_start)
-    for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(${FUNCS[$i]} lat "$s") "; done
-    for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(${FUNCS[$i]} bw "$s") "; done
-    VALS[$i,bw1]+="$(${FUNCS[$i]} bw1 67108864) "
+    for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(placement_measure ${FUNCS[$i]} lat "$s") "; done
+    for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(placement_measure ${FUNCS[$i]} bw "$s") "; done
+    VALS[$i,bw1]+="$(placement_measure ${FUNCS[$i]} bw1 67108864) "
     VALS[$i,place]+="$before/$(placement_ns) "
   done
 done
@@ -122,7 +126,13 @@ for i in "${!SYSTEMS[@]}"; do
 done
 echo
 echo "CPU line ns: one-way time of a cache line bounced between CPUs 0 and 1 before/after each"
-echo "system's measurements, one pair per repetition${NEAR:+; each waited for $NEAR ns (NEAR)}."
+if [[ -n $NEAR ]]; then
+  echo "system's measurements, one pair per repetition; each measurement waited for $NEAR ns"
+  echo "(NEAR) and was taken again when the reading after it was out of that range."
+  placement_summary
+else
+  echo "system's measurements, one pair per repetition."
+fi
 
 # zcx (default) against the best peer's median at the issue's target sizes (latency: lower is
 # better, so the ratio is peer/zcx; bandwidth: zcx/peer). Peers are systems 2 and up.

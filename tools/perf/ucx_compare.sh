@@ -60,24 +60,6 @@ NEAR=${NEAR:-}
 if [[ -n $NEAR ]] && ! placement_range_ok "$NEAR"; then
   echo "NEAR wants LO-HI in ns, e.g. 40-150 (got '$NEAR')" >&2; exit 2
 fi
-echo 0 > "$place_dir/retakes"
-echo 0 > "$place_dir/kept_moved"
-bump() { echo $(($(cat "$1") + 1)) > "$1"; }
-
-# Runs one measurement ("$@" prints one figure); with NEAR, as described at the top.
-measure() {
-  [[ -z $NEAR ]] && { "$@"; return; }
-  local try v
-  for try in 1 2 3; do
-    placement_await "$NEAR" "${NEAR_WAIT:-60}" >/dev/null || true
-    v=$("$@")
-    if placement_in "$NEAR" "$(placement_ns)"; then echo "$v"; return; fi
-    if [[ $try -lt 3 ]]; then bump "$place_dir/retakes"; fi
-  done
-  bump "$place_dir/kept_moved"
-  echo "$v"
-}
-
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Server and client run on CPUs 0 and 1, as zcx-run binds the ranks of zcx-perf (and as
@@ -133,10 +115,10 @@ for tls in $tls_list; do
   for size in $sizes; do
     p_vals=() e_vals=() z_vals=() q_vals=()
     for ((i = 0; i < reps; i++)); do
-      p_vals+=("$(measure perftest_once "$tls" "$size")")
-      e_vals+=("$(measure perftest_once "$tls" "$size" -e)")
-      q_vals+=("$(measure zcxperf_once "$tls" "$size")")
-      z_vals+=("$(measure zcx_once "$tls" "$size")")
+      p_vals+=("$(placement_measure perftest_once "$tls" "$size")")
+      e_vals+=("$(placement_measure perftest_once "$tls" "$size" -e)")
+      q_vals+=("$(placement_measure zcxperf_once "$tls" "$size")")
+      z_vals+=("$(placement_measure zcx_once "$tls" "$size")")
     done
     read -r pm pl ph < <(printf "%s\n" "${p_vals[@]}" | grep -E '^[0-9.]+$' | stats)
     read -r em el eh < <(printf "%s\n" "${e_vals[@]}" | grep -E '^[0-9.]+$' | stats)
@@ -148,7 +130,4 @@ for tls in $tls_list; do
       "$zm ($zl-$zh)" "$(ratio "$zm" "$pm") ($(ratio "$zm" "$em"))"
   done
 done
-if [[ -n $NEAR ]]; then
-  printf "# placement %s ns (NEAR): %s measurements retaken, %s kept although it moved; now %s ns\n" \
-    "$NEAR" "$(cat "$place_dir/retakes")" "$(cat "$place_dir/kept_moved")" "$(placement_ns)"
-fi
+placement_summary
