@@ -61,6 +61,7 @@ placement_measure() {
 
 placement_summary() {
   [[ -z ${NEAR:-} ]] && return
-  printf "# placement %s ns (NEAR): %s measurements retaken, %s kept although it moved; now %s ns\n" \
-    "$NEAR" "$(cat "$PLACEMENT_COUNTS/retakes")" "$(cat "$PLACEMENT_COUNTS/kept_moved")" "$(placement_ns)"
+  printf "# placement %s ns (NEAR): %s measurements retaken, %s kept although it moved;" \
+    "$NEAR" "$(cat "$PLACEMENT_COUNTS/retakes")" "$(cat "$PLACEMENT_COUNTS/kept_moved")"
+  printf " now %s ns\n" "$(placement_ns)"
 }

@@ -103,9 +103,10 @@ for rep in $(seq "$REPS"); do
   VALS[floor]+="$($RT "$PLACEMENT_PROBE" 1000000 | awk '{printf "%.3f", $1 / 1000}') "
   for i in "${!SYSTEMS[@]}"; do
     before=$(placement_start)
-    for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(placement_measure ${FUNCS[$i]} lat "$s") "; done
-    for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(placement_measure ${FUNCS[$i]} bw "$s") "; done
-    VALS[$i,bw1]+="$(placement_measure ${FUNCS[$i]} bw1 67108864) "
+    f=${FUNCS[$i]}
+    for s in "${LAT_SIZES[@]}"; do VALS[$i,lat,$s]+="$(placement_measure "$f" lat "$s") "; done
+    for s in "${BW_SIZES[@]}"; do VALS[$i,bw,$s]+="$(placement_measure "$f" bw "$s") "; done
+    VALS[$i,bw1]+="$(placement_measure "$f" bw1 67108864) "
     VALS[$i,place]+="$before/$(placement_ns) "
   done
 done
