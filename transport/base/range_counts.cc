@@ -13,8 +13,13 @@ int RangeCounts::remove(Range r) {
   auto it = counts_.find(r);
   if (it == counts_.end()) return -1;
   const int left = --it->second;
-  if (left == 0) counts_.erase(it);
-  return left;
+  if (left > 0) return left;
+  counts_.erase(it);
+  if (r.second == longest_) {
+    longest_ = 0;
+    for (const auto& [range, uses] : counts_) longest_ = std::max(longest_, range.second);
+  }
+  return 0;
 }
 
 bool RangeCounts::covering(uintptr_t lo, size_t size, Range* out) const {

@@ -24,10 +24,12 @@ class RangeCounts {
   bool empty() const { return counts_.empty(); }
   // The first range (by start, then length) holding [lo, lo + size); false when none does.
   bool covering(uintptr_t lo, size_t size, Range* out) const;
+  // The longest range's length: how far below a transfer's end the query looks.
+  size_t longest() const { return longest_; }
 
  private:
   std::map<Range, int> counts_;
-  size_t longest_ = 0;  // a high-water mark: a removed range only widens the window
+  size_t longest_ = 0;  // recomputed when the longest range goes (removals are rare)
 };
 
 }  // namespace zcx
