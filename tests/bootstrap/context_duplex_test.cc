@@ -107,7 +107,8 @@ std::string exchange_error(Context& c, int r, int to, int from, size_t bytes) {
     return std::string("transfer: ") + last_error();
   if (got != bytes) return "received " + std::to_string(got) + " bytes";
   for (size_t i = 0; i < bytes; ++i)
-    if (dst[i] != static_cast<uint8_t>(from * 31 + r + i * 7)) return "bad byte " + std::to_string(i);
+    if (dst[i] != static_cast<uint8_t>(from * 31 + r + i * 7))
+      return "bad byte " + std::to_string(i);
   return "";
 }
 
