@@ -123,6 +123,7 @@ ZCX_API zcx_status_t zcx_test(zcx_request_t req, int* done, size_t* size) {
   bool finished = false;
   size_t moved = 0;
   Status s = ctx.test(req->req, &finished, &moved);
+  if (ok(s) && !finished) s = ctx.progress_requests(req->req);  // like MPI_Test
   *done = finished ? 1 : 0;
   if (finished && size) *size = moved;
   if (finished || !ctx.request_live(req->req)) drop_request(req);

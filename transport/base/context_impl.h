@@ -85,7 +85,10 @@ class Request {
   void* wire() const { return bounce ? bounce : buf; }  // what the provider moves
   bool flushing = false;        // received; preq is now the provider's iflush
   size_t moved = 0;             // bytes the provider moved (a receive's, after its flush)
-  Status error = Status::kSuccess;  // posting failed: reported by the next test of it
+  Status error = Status::kSuccess;  // posting (or a test by another's wait) failed: reported
+                                    // by the next test of it
+  bool provider_done = false;       // completed when another request's wait tested it
+  size_t provider_moved = 0;        // and moved this much
   std::string error_text;
 };
 
@@ -133,6 +136,7 @@ class ContextImpl final : public Context {
   Status test(Request* req, bool* done, size_t* size) override;
   Status wait(Request* req, size_t* size) override;
   Status progress() override;
+  Status progress_requests(const Request* except) override;
   bool request_live(const Request* req) const override {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     return live_requests_.count(const_cast<Request*>(req)) != 0;
@@ -154,6 +158,10 @@ class ContextImpl final : public Context {
   // A receive into GPU memory that the provider's device wants flushed: posts the iflush
   // (the request then waits for it). *started false: nothing to flush.
   Status start_flush(Request* req, bool* started);
+  // The provider's test of a posted request, or what an earlier progress_requests kept.
+  zcx_status_t provider_test(Request* req, int* done, size_t* moved);
+  // The error of a provider's failed test of req, naming the peer.
+  Status test_failure(const Request* req, zcx_status_t rc);
   // Drops the cached registrations of ranges inside [buf, buf+size) that are no longer
   // registered or held (all when buf is null); a request that still uses one keeps it until
   // it ends.

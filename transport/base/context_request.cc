@@ -148,14 +148,11 @@ Status ContextImpl::test(Request* req, bool* done, size_t* size) {
     return s;
   }
   if (req->preq == nullptr) return Status::kSuccess;
-  ProviderSlot& p = providers_[req->ep->slot_];
   int d = 0;
   size_t sizes[1] = {0};
-  zcx_status_t rc = p.ops->test(req->preq, &d, sizes);
+  zcx_status_t rc = provider_test(req, &d, sizes);
   if (rc != ZCX_SUCCESS) {
-    Status s = set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s %s %s %s failed: %s", rank(),
-                         p.ops->name, req->is_send ? "send" : "receive",
-                         req->is_send ? "to" : "from", who(req->ep->peer_).c_str(), last_error());
+    Status s = test_failure(req, rc);
     free_request(req);
     return s;
   }
@@ -170,6 +167,43 @@ Status ContextImpl::test(Request* req, bool* done, size_t* size) {
   if (size) *size = req->moved;
   free_request(req);
   *done = true;
+  return Status::kSuccess;
+}
+
+zcx_status_t ContextImpl::provider_test(Request* req, int* done, size_t* moved) {
+  if (!req->provider_done) return providers_[req->ep->slot_].ops->test(req->preq, done, moved);
+  req->provider_done = false;
+  *done = 1;
+  moved[0] = req->provider_moved;
+  return ZCX_SUCCESS;
+}
+
+Status ContextImpl::test_failure(const Request* req, zcx_status_t rc) {
+  const ProviderSlot& p = providers_[req->ep->slot_];
+  return set_error(static_cast<Status>(rc), kLogNet, "rank %d: %s %s %s %s failed: %s", rank(),
+                   p.ops->name, req->is_send ? "send" : "receive", req->is_send ? "to" : "from",
+                   who(req->ep->peer_).c_str(), last_error());
+}
+
+// A failure found here is kept in the request (its provider request is gone) and reported
+// by the request's own next test, as a failed post is.
+Status ContextImpl::progress_requests(const Request* except) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  ZCX_TRY(check_usable());
+  for (Request* r : live_requests_) {
+    if (r == except || r->preq == nullptr || r->provider_done || failed(r->error)) continue;
+    int d = 0;
+    size_t sizes[1] = {0};
+    zcx_status_t rc = providers_[r->ep->slot_].ops->test(r->preq, &d, sizes);
+    if (rc != ZCX_SUCCESS) {
+      r->error = test_failure(r, rc);
+      r->error_text = last_error();
+      r->preq = nullptr;
+    } else if (d) {
+      r->provider_done = true;
+      r->provider_moved = sizes[0];
+    }
+  }
   return Status::kSuccess;
 }
 
@@ -215,6 +249,7 @@ Status ContextImpl::wait(Request* req, size_t* size) {
     bool done = false;
     ZCX_TRY(test(req, &done, size));  // test drives progress; each call takes the lock
     if (done) return Status::kSuccess;
+    ZCX_TRY(progress_requests(req));
     if (dl.expired())
       return set_error(Status::kTimeout, kLogNet,
                        "rank %d: a %s request with %s did not complete within ZCX_TIMEOUT (is "
