@@ -67,6 +67,17 @@ zcx_status_t wait_requests(const zcx_provider_ops_t* ops, std::vector<void*>& re
   return ZCX_SUCCESS;
 }
 
+zcx_status_t test_each_once(const zcx_provider_ops_t* ops, std::vector<void*>& reqs) {
+  for (void*& q : reqs) {
+    int done = 0;
+    if (q == nullptr) continue;
+    zcx_status_t st = ops->test(q, &done, nullptr);
+    if (st != ZCX_SUCCESS) return st;
+    if (done) q = nullptr;
+  }
+  return ZCX_SUCCESS;
+}
+
 void fill_pattern(void* buf, size_t size, int rank) {
   auto* p = static_cast<uint8_t*>(buf);
   for (size_t i = 0; i < size; ++i) p[i] = pattern_byte(rank, size, i);

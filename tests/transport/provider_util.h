@@ -32,6 +32,9 @@ zcx_status_t connect_pair(ProviderCtx& from, ProviderCtx& to, void** send_comm,
 zcx_status_t wait_requests(const zcx_provider_ops_t* ops, std::vector<void*>& reqs,
                            std::vector<size_t>* sizes, int timeout_ms = 60000);
 
+// Tests each request once; a finished one becomes nullptr.
+zcx_status_t test_each_once(const zcx_provider_ops_t* ops, std::vector<void*>& reqs);
+
 // Byte i of a message: depends on the sender rank, the message size and the offset.
 inline uint8_t pattern_byte(int rank, size_t size, size_t i) {
   uint64_t x = (i >> 3) * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(rank) << 48) ^ size;
