@@ -4,6 +4,7 @@
 #include "base/registry.h"
 #include "bootstrap/fake_provider.h"
 #include "bootstrap/test_util.h"
+#include "common/clock.h"
 
 #include <zcx/zcx.h>
 #include <zcx/zcx.hpp>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iterator>
 #include <random>
 
 namespace zcx {
@@ -189,9 +191,10 @@ TEST_F(ApiTest, CppWrappers) {
 }
 
 // One forked rank of n, launched zcx-run style: a ring exchange of several sizes in both
-// directions, each rank waiting on its receive before its send (legal in MPI: the wait on
-// one request moves the other, without which 16 MiB, more than an shm chunk ring or a
-// loopback socket holds, would stall every rank's send). Returns 0 on success, a step
+// directions, every rank waiting on (zcx_wait) or polling (zcx_test, every other size) its
+// receive before its send. Legal in MPI: the wait or test of one request moves the other,
+// without which 16 MiB, more than an shm chunk ring or a loopback socket holds, would stall
+// every rank's send. Returns 0 on success, a step
 // number on failure.
 int env_rank(int rank, int n, const std::string& root, bool transfer) {
   setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
@@ -210,17 +213,24 @@ int env_rank(int rank, int n, const std::string& root, bool transfer) {
   if (transfer && (zcx_endpoint_get(ctx, next, &to) != ZCX_SUCCESS ||
                    zcx_endpoint_get(ctx, prev, &from) != ZCX_SUCCESS))
     return fail(12);
-  for (size_t bytes :
-       {size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20, (size_t{16} << 20) + 3}) {
-    if (!transfer) break;
+  const size_t big = (size_t{16} << 20) + 3;
+  const size_t sizes[] = {0, 1, 4096, size_t{1} << 20, big, big};
+  for (size_t k = 0; k < std::size(sizes) && transfer; ++k) {
+    const size_t bytes = sizes[k];
     std::vector<uint8_t> out(bytes), in(bytes + 8, 0xee);
     for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(i * 131 + rank);
     zcx_request_t rreq, sreq;
     size_t got = 0;
     if (zcx_irecv(from, in.data(), in.size(), &rreq) != ZCX_SUCCESS) return fail(13);
     if (zcx_isend(to, out.data(), bytes, &sreq) != ZCX_SUCCESS) return fail(14);
-    if (zcx_wait(rreq, &got) != ZCX_SUCCESS || zcx_wait(sreq, nullptr) != ZCX_SUCCESS)
-      return fail(15);
+    if (k % 2 == 0) {
+      if (zcx_wait(rreq, &got) != ZCX_SUCCESS) return fail(15);
+    } else {  // polls only its receive, as MPI_Test allows
+      Deadline dl = Deadline::after_ms(20000);
+      for (int done = 0; !done;)
+        if (zcx_test(rreq, &done, &got) != ZCX_SUCCESS || dl.expired()) return fail(15);
+    }
+    if (zcx_wait(sreq, nullptr) != ZCX_SUCCESS) return fail(20);
     if (got != bytes) return fail(16);
     for (size_t i = 0; i < bytes; ++i)
       if (in[i] != static_cast<uint8_t>(i * 131 + prev)) return fail(17);
