@@ -194,8 +194,7 @@ TEST_F(ApiTest, CppWrappers) {
 // directions, every rank waiting on (zcx_wait) or polling (zcx_test, every other size) its
 // receive before its send. Legal in MPI: the wait or test of one request moves the other,
 // without which 16 MiB, more than an shm chunk ring or a loopback socket holds, would stall
-// every rank's send. Returns 0 on success, a step
-// number on failure.
+// every rank's send. Returns 0 on success, a step number on failure.
 int env_rank(int rank, int n, const std::string& root, bool transfer) {
   setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
   setenv("ZCX_NRANKS", std::to_string(n).c_str(), 1);

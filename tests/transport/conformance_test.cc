@@ -224,7 +224,7 @@ TEST_P(Conformance, GroupedReceiveTagsPickBuffers) {
         reqs.push_back(s);
       }
       // The sends are tested with the receive: past what a provider buffers (shm: its chunk
-      // ring, 512 KiB), a send finishes only as the receiver drains it.
+      // ring), a send finishes only as the receiver drains it.
       int done = 0;
       size_t sizes[8] = {};
       Deadline dl = Deadline::after_ms(kWaitMs);

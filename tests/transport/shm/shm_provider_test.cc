@@ -101,8 +101,8 @@ TEST(Shm, GroupedReceiveMatchesTags) {
               ZCX_SUCCESS);
     ASSERT_NE(reqs[1 + k], nullptr);
   }
-  // The sends (1.4 MiB, more than the chunk ring) finish only as the receive drains the
-  // ring, so both are tested in turn.
+  // Sends past the chunk ring's size (ZCX_SHM_CHUNKS x ZCX_SHM_CHUNK_BYTES) finish only as
+  // the receive drains the ring, so both are tested in turn.
   void* recv = reqs[0];
   reqs[0] = nullptr;
   int done = 0;
