@@ -10,7 +10,10 @@
 //                  message costs one cache-line transfer.
 //   chunks[nchunks] byte stream for large messages (pipelined copy-in/copy-out). Pipelined
 //                  messages in flight together form an interleave group: the stream
-//                  carries their chunks round-robin (shm_interleave.cc).
+//                  carries their chunks round-robin (shm_interleave.cc). A group is cut
+//                  either in the ring's own chunks (coarse) or in 16 KiB chunks over a
+//                  quarter of the ring (fine; Layout::fine_*), as its slots say; the
+//                  sender changes the cut only when the ring is empty.
 // Each line group is 128-byte aligned so the adjacent-line prefetcher cannot couple the
 // sender's and the receiver's lines. Every index and size read from the segment is treated
 // as untrusted and bounds-checked before use.
@@ -31,17 +34,20 @@
 namespace zcx::shm {
 
 inline constexpr uint32_t kSegMagic = 0x5353435a;  // "ZCSS"
-inline constexpr uint32_t kWireVersion = 2;
+inline constexpr uint32_t kWireVersion = 3;
 inline constexpr size_t kLineGroup = 128;
 inline constexpr int kMaxRecvs = 8;
 inline constexpr int kMaxRequests = 512;  // in flight per comm
 inline constexpr size_t kMaxMessage = size_t(1) << 40;
 inline constexpr int kMaxGroup = 64;  // pipelined messages in one interleave group
 
-enum SlotType : uint32_t { kSlotInline = 1, kSlotPipe = 2, kSlotCma = 3 };
+// kSlotPipe / kSlotPipeFine: a pipelined message whose group streams in the coarse / fine cut.
+enum SlotType : uint32_t { kSlotInline = 1, kSlotPipe = 2, kSlotCma = 3, kSlotPipeFine = 4 };
 enum SendPhase { kSendNew = 0, kSendGroup, kSendCmaRdv, kSendCmaDone };
 enum RecvPhase { kRecvMatch = 0, kRecvCmaRead, kRecvCmaWait };
 enum class LargeMode { kPipeline, kCma, kAuto };
+enum class StreamCut { kAuto, kFine, kCoarse };  // ZCX_SHM_STREAM
+inline constexpr uint32_t kFineChunkBytes = 16 * 1024;
 
 struct SlotHeader {
   std::atomic<uint64_t> seq;  // message number + 1; stored last
@@ -85,9 +91,13 @@ struct alignas(kLineGroup) ReceiverLine {
                                         // has a receive waiting (bounds interleave groups)
 };
 
-// Ring geometry; validated before any offset is derived from it.
+// Ring geometry; validated before any offset is derived from it. The fine cut is derived
+// from the coarse one, so both sides agree: kFineChunkBytes chunks over a quarter of the
+// ring (a power of two of them, at least 2), when the ring's chunks are multiples of
+// kFineChunkBytes and larger; else none (fine_nchunks 0).
 struct Layout {
   uint32_t nslots = 0, slot_bytes = 0, nchunks = 0, chunk_bytes = 0;
+  uint32_t fine_nchunks = 0, fine_chunk_bytes = 0;
   size_t sender_off = 0, receiver_off = 0, slots_off = 0, chunks_off = 0, total = 0;
   size_t inline_max() const { return slot_bytes - kSlotHeaderBytes; }
 };
@@ -150,6 +160,13 @@ struct Interleave {
   int next = 0;      // member whose chunk is next in the stream
   int finished = 0;  // members completed (a prefix)
   bool streaming = false;  // receiver: copy out with non-temporal stores
+  bool fine = false;       // cut in the fine chunks (else the ring's own)
+  uint32_t nchunks = 0, chunk_bytes = 0;  // the cut's geometry
+  // Sender, groups that measure their cut's rate: when the first chunk went out and the
+  // receiver's chunk count then (start_ns 0: not started, or not measuring).
+  bool measuring = false;
+  int64_t start_ns = 0;
+  uint64_t tail0 = 0;
   bool active() const { return finished < n; }
 };
 
@@ -190,6 +207,26 @@ struct LargeChooser {
   Rate rate[kClasses][2];      // [class][1: CMA]
 };
 
+// Sender, ZCX_SHM_STREAM=auto: the cut a group streams in. Small chunks over a small ring
+// move a window of 1 MiB messages a quarter faster while the two vCPUs share a core complex
+// (each chunk and its buffer fit the L1, the ring the L2) and a fifth slower while they do
+// not (each chunk's hand-over costs a 250 ns line transfer), and the placement changes while
+// jobs run (docs/PERFORMANCE.md). So groups large enough to hit the ring's limit measure the
+// rate the receiver drains their cut at, and each group takes the cut whose last groups'
+// median rate is higher, trying the other one when it has not run for 100 ms.
+struct CutChooser {
+  static constexpr int kKeep = 5;  // groups remembered per cut
+  struct Arm {
+    double rate[kKeep] = {};  // bytes/ns of its last groups (a ring, count mod kKeep)
+    int count = 0;
+    int64_t at_ns = 0;        // the last group's end
+    bool trying = false;      // a group is out to measure it
+  };
+  Arm arm[2];                 // [1: fine]
+  bool ring_fine = false;     // the cut of the chunks in the ring now
+  uint64_t switches = 0;      // times the ring changed cut (tests)
+};
+
 struct Comm {
   bool is_send = false;
   Context* ctx = nullptr;
@@ -222,6 +259,8 @@ struct Comm {
   size_t cma_min = 0;         // auto mode: CMA from this size up
   size_t adapt_min = 0;       // auto mode: chosen by the copy rates from this size up
   LargeChooser chooser;
+  StreamCut cut = StreamCut::kAuto;
+  CutChooser cuts;
   size_t stream_min = 0;      // copy-out with non-temporal stores from this size up
   uint64_t idle = 0;          // consecutive polls without progress
   bool progressed = false;    // set by the data path, consumed by progress()
@@ -239,6 +278,7 @@ struct ListenComm {
 
 // Parameters (shm_config.cc).
 LargeMode large_mode();
+StreamCut stream_cut();
 size_t cma_threshold();
 size_t cfg_adapt_min();
 uint32_t cfg_nslots();
@@ -270,12 +310,13 @@ Status cma_write(Comm* c, uint64_t dst, const void* src, size_t n);
 // and of the pipelined sends queued behind it whose receives are posted, then streams them.
 Status group_start(Comm* c);
 Status group_stream(Comm* c);
-// Receiver: the pipelined message in the slot at tail, with the group ending at `last`.
-Status group_begin(Comm* c, uint64_t last);
+// Receiver: the pipelined message in the slot at tail, with the group ending at `last`,
+// cut as its slot type says.
+Status group_begin(Comm* c, uint64_t last, bool fine);
 Status group_drain(Comm* c);
 // Ring access and checks shared by the data path's files (shm_progress.cc).
 SlotHeader* slot_at(const Comm* c, uint64_t i);
-uint8_t* chunk_at(const Comm* c, uint64_t i);
+uint8_t* chunk_at(const Comm* c, uint64_t i);  // in the current group's cut
 Status corrupt(Comm* c, const char* what);
 bool slot_free(Comm* c, uint64_t n = 1);  // sender: n more slots can be published
 bool use_cma(Comm* c, Request* r);        // sender: r goes by CMA (decided once)
@@ -286,6 +327,12 @@ inline bool adaptive(const Comm* c, size_t size) {
 // Sender: `bytes` of an adaptive message of `size` copied by `cma` or the pipeline, from
 // start_ns (now_ns()) until now.
 void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t start_ns);
+// Sender: whether a group of `bytes` streams in the fine cut (*trial: to measure that cut);
+// and whether a group of `bytes` measures its cut.
+bool choose_fine(Comm* c, size_t bytes, bool* trial);
+bool cut_measurable(const Comm* c, size_t bytes);
+// Sender: a measuring group ended; the receiver drained `bytes` of it since start_ns.
+void cut_rate(Comm* c, bool fine, size_t bytes, int64_t start_ns);
 // Receiver: the first buffer of r still free for `tag` (taken: buffers already claimed, or
 // NULL) and large enough for `size`, else kMismatch / kInvalidUsage naming the peer.
 Status match_buffer(Comm* c, const Request* r, int tag, uint64_t size, const bool* taken,

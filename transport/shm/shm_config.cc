@@ -34,6 +34,11 @@ const config::SizeParam stream_min{"ZCX_SHM_NT_MIN", 16u << 20,
     "Pipelined messages streaming together (an interleave group) are copied out with "
     "non-temporal stores when each writes a buffer of its own and together they write at "
     "least this many bytes (cached stores would only evict the caches)."};
+const config::StringParam stream{"ZCX_SHM_STREAM", "auto",
+    "How pipelined messages are cut into the chunk ring: coarse (ZCX_SHM_CHUNK_BYTES "
+    "chunks over the whole ring), fine (16 KiB chunks over a quarter of it: faster while "
+    "the two processes' CPUs share a cache, slower while they do not) or auto (each "
+    "interleave group takes the cut the receiver drained faster lately on the connection)."};
 const config::IntParam spin{"ZCX_SHM_SPIN", 2000,
     "Idle polls of an shm request before each further poll yields the CPU (sched_yield).",
     0, 1 << 30};
@@ -46,6 +51,13 @@ LargeMode large_mode() {
   if (v == "pipeline") return LargeMode::kPipeline;
   if (v != "auto") ZCX_WARN(kLogShm, "ZCX_SHM_LARGE=%s: expected cma, pipeline or auto", v.c_str());
   return LargeMode::kAuto;
+}
+StreamCut stream_cut() {
+  std::string v = stream.get();
+  if (v == "fine") return StreamCut::kFine;
+  if (v == "coarse") return StreamCut::kCoarse;
+  if (v != "auto") ZCX_WARN(kLogShm, "ZCX_SHM_STREAM=%s: expected fine, coarse or auto", v.c_str());
+  return StreamCut::kAuto;
 }
 size_t cma_threshold() { return cma_threshold_param.get(); }
 size_t cfg_adapt_min() { return adapt_min_param.get(); }

@@ -97,6 +97,64 @@ void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t start_ns) {
   x.trying = false;
 }
 
+// A group measures its cut when it streams at least twice the ring: the receiver's pace
+// then sets how fast the stream drains whichever cut it takes.
+bool cut_measurable(const Comm* c, size_t bytes) {
+  return c->cut == StreamCut::kAuto && c->layout.fine_nchunks != 0 &&
+         bytes >= 2 * size_t(c->layout.nchunks) * c->layout.chunk_bytes;
+}
+
+// The median of a cut's last groups: one group slowed by a preemption must not turn the
+// choice (a time-weighted window of 63 MiB groups did, for 100 ms at a time).
+double median_rate(const CutChooser::Arm& a) {
+  const int n = std::min(a.count, CutChooser::kKeep);
+  double v[CutChooser::kKeep];
+  for (int i = 0; i < n; ++i) {  // insertion sort of at most kKeep values
+    int j = i;
+    for (; j > 0 && v[j - 1] > a.rate[i]; --j) v[j] = v[j - 1];
+    v[j] = a.rate[i];
+  }
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+// Due: fewer than kTrialGroups groups measured since its record began, or none for
+// kStaleNs. One group each decided by chance: a wrong pick then held for 100 ms.
+bool arm_due(const CutChooser::Arm& a, int64_t now) {
+  constexpr int kTrialGroups = 3;
+  return !a.trying && (a.count < kTrialGroups || now - a.at_ns > kStaleNs);
+}
+
+// A cut due for a measurement (coarse first) when the group can measure it; else the
+// faster one; while neither is known, the ring's current cut (no change, no wait).
+bool choose_fine(Comm* c, size_t bytes, bool* trial) {
+  *trial = false;
+  if (c->layout.fine_nchunks == 0 || c->cut == StreamCut::kCoarse) return false;
+  if (c->cut == StreamCut::kFine) return true;
+  CutChooser::Arm(&x)[2] = c->cuts.arm;
+  if (cut_measurable(c, bytes)) {
+    const int64_t now = now_ns();
+    for (int a = 0; a < 2; ++a)
+      if (arm_due(x[a], now)) {
+        x[a].trying = true;
+        *trial = true;
+        return a == 1;
+      }
+  }
+  if (x[0].count == 0 || x[1].count == 0) return c->cuts.ring_fine;
+  return median_rate(x[1]) > median_rate(x[0]);
+}
+
+// A cut not measured for kStaleNs starts its record afresh: the placement may have changed.
+void cut_rate(Comm* c, bool fine, size_t bytes, int64_t start_ns) {
+  CutChooser::Arm& a = c->cuts.arm[fine ? 1 : 0];
+  const int64_t now = now_ns();
+  if (a.count > 0 && now - a.at_ns > kStaleNs) a.count = 0;
+  a.rate[a.count++ % CutChooser::kKeep] =
+      static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(now - start_ns, 1));
+  a.at_ns = now;
+  a.trying = false;
+}
+
 Status cma_read(Comm* c, void* dst, uint64_t src, size_t n) {
   size_t done = 0;
   while (done < n) {

@@ -157,6 +157,7 @@ Status comm_attach_views(Comm* c) {
   c->spin_limit = cfg_spin_before_yield();
   c->timeout_ms = params::timeout_ms();
   c->large = large_mode();
+  c->cut = stream_cut();
   c->cma_min = cma_threshold();
   // Default: above the chunk ring. A pipelined send that fits the ring completes without the
   // receiver's help; a CMA send waits for the receiver's rendezvous, so choosing CMA below

@@ -91,7 +91,8 @@ Status match_member(Comm* c, int j, uint64_t last, size_t* q, bool* taken, int* 
     return corrupt(c, "interleave group (member slot not published)");
   const uint64_t size = s->size;
   const int tag = s->tag;
-  if (s->type != kSlotPipe || s->aux != last) return corrupt(c, "interleave group member");
+  if (s->type != (c->group.fine ? kSlotPipeFine : kSlotPipe) || s->aux != last)
+    return corrupt(c, "interleave group member");
   if (size <= c->layout.inline_max()) return corrupt(c, "pipelined message size");
   int i = -1;
   ZCX_TRY(match_buffer(c, r, tag, size, taken, &i));
@@ -101,18 +102,72 @@ Status match_member(Comm* c, int j, uint64_t last, size_t* q, bool* taken, int* 
   return Status::kSuccess;
 }
 
+size_t group_bytes(Comm* c, int n) {
+  size_t bytes = 0;
+  for (int j = 0; j < n; ++j) bytes += c->reqs.at(static_cast<size_t>(j))->size;
+  return bytes;
+}
+
+// A trial of a cut takes the fewest members that stream four rings' worth: a window of 64
+// messages of 64 MiB in one group would otherwise run whole in the cut on trial (with the
+// vCPUs far, 4 GiB at a third below the other cut's rate).
+int trial_members(Comm* c, int n) {
+  const size_t want = 4 * size_t(c->layout.nchunks) * c->layout.chunk_bytes;
+  size_t bytes = 0;
+  for (int j = 0; j < n; ++j)
+    if ((bytes += c->reqs.at(static_cast<size_t>(j))->size) >= want) return j + 1;
+  return n;
+}
+
+void set_cut(const Layout& l, bool fine, Interleave* g) {
+  g->fine = fine;
+  g->nchunks = fine ? l.fine_nchunks : l.nchunks;
+  g->chunk_bytes = fine ? l.fine_chunk_bytes : l.chunk_bytes;
+}
+
+// Sender: the ring holds chunks of the other cut until the receiver has taken them all.
+Status ring_ready_for(Comm* c, const Interleave& g) {
+  if (g.fine == c->cuts.ring_fine) return Status::kSuccess;
+  c->chunk_tail = c->rline->chunk_tail.load(std::memory_order_acquire);
+  if (c->chunk_tail > c->chunk_head) return corrupt(c, "chunk tail");
+  if (c->chunk_tail != c->chunk_head) return Status::kInProgress;
+  c->cuts.ring_fine = g.fine;
+  ++c->cuts.switches;
+  return Status::kSuccess;
+}
+
+// Sender: a measuring group's rate, from its first chunk to its last, by the chunks the
+// receiver took meanwhile.
+void measure_cut(Comm* c, Interleave& g, bool ended) {
+  if (!g.measuring) return;
+  const uint64_t tail = c->rline->chunk_tail.load(std::memory_order_acquire);
+  if (!ended) {
+    g.start_ns = now_ns();
+    g.tail0 = tail;
+    return;
+  }
+  g.measuring = false;
+  c->cuts.arm[g.fine ? 1 : 0].trying = false;
+  if (g.start_ns != 0 && tail > g.tail0)
+    cut_rate(c, g.fine, size_t(tail - g.tail0) * g.chunk_bytes, g.start_ns);
+}
+
 }  // namespace
 
 Status group_start(Comm* c) {
   Interleave& g = c->group;
   g = Interleave();
   g.n = group_size(c);
+  bool trial = false;
+  set_cut(c->layout, choose_fine(c, group_bytes(c, g.n), &trial), &g);
+  if (trial) g.n = trial_members(c, g.n);
+  g.measuring = cut_measurable(c, group_bytes(c, g.n));
   for (int j = g.n - 1; j >= 0; --j) {  // last member first: see the top of the file
     Request* r = c->reqs.at(static_cast<size_t>(j));
     SlotHeader* s = slot_at(c, c->head + static_cast<uint64_t>(j));
     s->size = r->size;
     s->tag = r->tag;
-    s->type = kSlotPipe;
+    s->type = g.fine ? kSlotPipeFine : kSlotPipe;
     s->aux = c->head + static_cast<uint64_t>(g.n);
     r->seq = c->head + static_cast<uint64_t>(j) + 1;
     r->phase = kSendGroup;
@@ -126,13 +181,15 @@ Status group_start(Comm* c) {
 
 Status group_stream(Comm* c) {
   Interleave& g = c->group;
-  const size_t chunk = c->layout.chunk_bytes;
+  const size_t chunk = g.chunk_bytes;
+  if (g.active()) ZCX_TRY(ring_ready_for(c, g));
   while (g.active()) {
-    if (c->chunk_head - c->chunk_tail >= c->layout.nchunks) {
+    if (c->chunk_head - c->chunk_tail >= g.nchunks) {
       c->chunk_tail = c->rline->chunk_tail.load(std::memory_order_acquire);
       if (c->chunk_tail > c->chunk_head) return corrupt(c, "chunk tail");
-      if (c->chunk_head - c->chunk_tail >= c->layout.nchunks) return Status::kInProgress;
+      if (c->chunk_head - c->chunk_tail >= g.nchunks) return Status::kInProgress;
     }
+    if (g.measuring && g.start_ns == 0) measure_cut(c, g, false);
     if (c->chunk_budget == 0) return Status::kInProgress;
     --c->chunk_budget;
     GroupMember& m = g.m[g.next];
@@ -146,15 +203,18 @@ Status group_stream(Comm* c) {
     g.next = next_member(g, g.next);
     complete_prefix(g, [](GroupMember& done) { done.r->done = true; });
   }
+  measure_cut(c, g, true);
   return Status::kSuccess;
 }
 
-Status group_begin(Comm* c, uint64_t last) {
+Status group_begin(Comm* c, uint64_t last, bool fine) {
   const uint64_t first = c->tail + 1;
   if (last < first || last - first >= static_cast<uint64_t>(kMaxGroup) || last > c->posted)
     return corrupt(c, "interleave group bound");
+  if (fine && c->layout.fine_nchunks == 0) return corrupt(c, "slot type (no fine cut)");
   Interleave& g = c->group;
   g = Interleave();
+  set_cut(c->layout, fine, &g);
   size_t q = 0;
   bool taken[kMaxRecvs] = {};
   int claimed = 0;
@@ -169,11 +229,11 @@ Status group_begin(Comm* c, uint64_t last) {
 
 Status group_drain(Comm* c) {
   Interleave& g = c->group;
-  const size_t chunk = c->layout.chunk_bytes;
+  const size_t chunk = g.chunk_bytes;
   while (g.active()) {
     if (c->chunk_tail == c->chunk_head) {
       c->chunk_head = c->sline->chunk_head.load(std::memory_order_acquire);
-      if (c->chunk_head - c->chunk_tail > c->layout.nchunks) return corrupt(c, "chunk head");
+      if (c->chunk_head - c->chunk_tail > g.nchunks) return corrupt(c, "chunk head");
       if (c->chunk_tail == c->chunk_head) return Status::kInProgress;
     }
     if (c->chunk_budget == 0) return Status::kInProgress;

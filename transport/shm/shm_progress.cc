@@ -94,7 +94,8 @@ Status recv_match(Comm* c, Request* r) {
   const int tag = s->tag;
   const uint32_t type = s->type;
   const uint64_t aux = s->aux;
-  if (type == kSlotPipe) return group_begin(c, aux);
+  if (type == kSlotPipe || type == kSlotPipeFine)
+    return group_begin(c, aux, type == kSlotPipeFine);
   int i = -1;
   ZCX_TRY(match_buffer(c, r, tag, size, nullptr, &i));
   if (type == kSlotInline) {
@@ -177,7 +178,7 @@ SlotHeader* slot_at(const Comm* c, uint64_t i) {
 }
 
 uint8_t* chunk_at(const Comm* c, uint64_t i) {
-  return c->chunks + (i & (c->layout.nchunks - 1)) * size_t(c->layout.chunk_bytes);
+  return c->chunks + (i & (c->group.nchunks - 1)) * size_t(c->group.chunk_bytes);
 }
 
 Status corrupt(Comm* c, const char* what) {

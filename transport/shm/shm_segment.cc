@@ -11,6 +11,17 @@ namespace {
 bool pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+// The fine cut (Layout): kFineChunkBytes chunks over a quarter of the ring.
+void fine_cut(Layout* l) {
+  if (l->chunk_bytes <= kFineChunkBytes || l->chunk_bytes % kFineChunkBytes != 0) return;
+  const size_t fit = size_t(l->nchunks) * l->chunk_bytes / 4 / kFineChunkBytes;
+  uint32_t n = 1;
+  while (size_t(n) * 2 <= fit) n *= 2;
+  if (n < 2) return;
+  l->fine_nchunks = n;
+  l->fine_chunk_bytes = kFineChunkBytes;
+}
+
 }  // namespace
 
 Status layout_make(uint32_t nslots, uint32_t slot_bytes, uint32_t nchunks,
@@ -32,6 +43,7 @@ Status layout_make(uint32_t nslots, uint32_t slot_bytes, uint32_t nchunks,
   l.slots_off = l.receiver_off + sizeof(ReceiverLine);
   l.chunks_off = round_up(l.slots_off + size_t(nslots) * slot_bytes, 4096);
   l.total = l.chunks_off + size_t(nchunks) * chunk_bytes;
+  fine_cut(&l);
   *out = l;
   return Status::kSuccess;
 }

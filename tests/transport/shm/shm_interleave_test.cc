@@ -1,8 +1,10 @@
 // Interleave groups (transport/shm/shm_interleave.cc): pipelined messages in flight together
 // share the chunk stream, land intact in the right buffers, complete in posting order, and
 // never wait on a receive that is not posted; with ZCX_SHM_LARGE=auto, CMA and pipelined
-// messages mixed in one window. In-process, one thread drives both ends.
+// messages mixed in one window; groups cut fine or coarse (ZCX_SHM_STREAM). In-process, one
+// thread drives both ends.
 #include "bootstrap/test_util.h"
+#include "common/clock.h"
 #include "shm/shm.h"
 #include "shm_test_util.h"
 
@@ -192,6 +194,102 @@ TEST(ShmAdaptive, MixedCmaAndPipelinedMessagesLandIntact) {
   if (!static_cast<shm::Comm*>(p.sc)->cma_ok) GTEST_SKIP() << "CMA is not permitted here";
   EXPECT_NE(rates[0].at_ns, 0) << "the pipeline was never measured";
   EXPECT_NE(rates[1].at_ns, 0) << "CMA was never tried";
+}
+
+// ZCX_SHM_STREAM: a group cut the other way than the chunks still in the ring waits until
+// the receiver has taken them all; both groups land intact.
+TEST(ShmCut, ANewCutWaitsForTheRingToEmpty) {
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  auto* sc = static_cast<shm::Comm*>(p.sc);
+  ASSERT_NE(sc->layout.fine_nchunks, 0u) << "the default ring has no fine cut";
+  const std::vector<Message> msgs = {{3 * kMiB / 2, 1}, {700000, 2}};
+  Window w;
+  ASSERT_NO_FATAL_FAILURE(post_receives(p, msgs, {1, 1}, &w));
+  sc->cut = shm::StreamCut::kCoarse;
+  ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, {0}, &w));
+  std::vector<void*> first = {w.sends[0]};
+  ASSERT_EQ(wait_all(first, nullptr, 10000), ZCX_SUCCESS) << "the coarse ring holds it all";
+  const uint64_t head = sc->chunk_head;
+  const uint64_t switches = sc->cuts.switches;
+  sc->cut = shm::StreamCut::kFine;
+  ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, {1}, &w));
+  for (int i = 0; i < 100; ++i) {
+    int done = 0;
+    ASSERT_EQ(ops()->test(w.sends[1], &done, nullptr), ZCX_SUCCESS);
+    ASSERT_EQ(done, 0);
+  }
+  EXPECT_EQ(sc->chunk_head, head) << "fine chunks went into a ring holding coarse ones";
+  std::vector<void*> rest = {w.sends[1], w.recvs[0], w.recvs[1]};
+  ASSERT_EQ(wait_all(rest), ZCX_SUCCESS) << zcx::last_error();
+  expect_intact(msgs, w);
+  EXPECT_EQ(sc->cuts.switches, switches + 1);
+  EXPECT_TRUE(static_cast<shm::Comm*>(p.rc)->group.fine) << "the receiver took it coarse";
+}
+
+// ZCX_SHM_STREAM=auto: groups large enough to measure try each cut (coarse first) until it
+// has three groups, then take the one with the higher median; while either is unknown a
+// small group keeps the ring's cut.
+TEST(ShmCut, AutoTriesBothCutsThenTakesTheFaster) {
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  auto* c = static_cast<shm::Comm*>(p.sc);
+  c->cut = shm::StreamCut::kAuto;
+  const size_t big = 64 * kMiB, small = 100000;
+  EXPECT_FALSE(shm::cut_measurable(c, small));
+  EXPECT_TRUE(shm::cut_measurable(c, big));
+  bool trial = false;
+  EXPECT_FALSE(shm::choose_fine(c, small, &trial));
+  EXPECT_FALSE(trial);
+  EXPECT_FALSE(shm::choose_fine(c, big, &trial)) << "coarse is measured first";
+  EXPECT_TRUE(trial);
+  EXPECT_TRUE(shm::choose_fine(c, big, &trial)) << "then fine";
+  EXPECT_TRUE(trial);
+  const int64_t now = now_ns();
+  c->cuts.arm[0] = {{30, 31, 29}, 3, now, false};  // GB/s = bytes/ns
+  c->cuts.arm[1] = {{75, 10, 76}, 3, now, false};  // one slow group does not turn it
+  EXPECT_TRUE(shm::choose_fine(c, big, &trial));
+  EXPECT_FALSE(trial);
+  EXPECT_TRUE(shm::choose_fine(c, small, &trial));
+  c->cuts.arm[1] = {{25, 26, 24}, 3, now, false};
+  EXPECT_FALSE(shm::choose_fine(c, big, &trial));
+  c->cuts.arm[1] = {{25}, 1, now, false};
+  EXPECT_TRUE(shm::choose_fine(c, big, &trial)) << "a cut measured once is tried again";
+  EXPECT_TRUE(trial);
+  c->cuts.arm[1] = {{25, 26, 24}, 3, now - 1'000'000'000, false};
+  EXPECT_TRUE(shm::choose_fine(c, big, &trial)) << "a cut unmeasured for a second is tried";
+  EXPECT_TRUE(trial);
+  EXPECT_FALSE(shm::choose_fine(c, small, &trial)) << "only a group that measures it";
+}
+
+// End to end: windows of 1 MiB messages behind one that fills the ring form groups of 8 MiB,
+// which measure both cuts in turn and land intact.
+TEST(ShmCut, WindowsThatFillTheRingMeasureBothCuts) {
+  test::ScopedEnv large("ZCX_SHM_LARGE", "pipeline");
+  test::ScopedEnv cut("ZCX_SHM_STREAM", "auto");
+  Rank a(0), b(1);
+  Pair p;
+  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(round);
+    std::vector<Message> msgs = {{4 * kMiB + 5, 100}};
+    for (int k = 0; k < 8; ++k) msgs.push_back({kMiB + size_t(round) * 4096 + size_t(k), k});
+    Window w;
+    ASSERT_NO_FATAL_FAILURE(post_receives(p, msgs, std::vector<int>(msgs.size(), 1), &w));
+    std::vector<size_t> order(msgs.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, order, &w));
+    std::vector<void*> all = w.sends;
+    all.insert(all.end(), w.recvs.begin(), w.recvs.end());
+    ASSERT_EQ(wait_all(all), ZCX_SUCCESS) << zcx::last_error();
+    expect_intact(msgs, w);
+  }
+  const auto* c = static_cast<shm::Comm*>(p.sc);
+  EXPECT_GT(c->cuts.arm[0].count, 0) << "the coarse cut was never measured";
+  EXPECT_GT(c->cuts.arm[1].count, 0) << "the fine cut was never measured";
+  EXPECT_GE(c->cuts.switches, 1u);
 }
 
 }  // namespace
