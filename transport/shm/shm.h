@@ -93,7 +93,7 @@ struct alignas(kLineGroup) ReceiverLine {
 
 // Ring geometry; validated before any offset is derived from it. The fine cut is derived
 // from the coarse one, so both sides agree: kFineChunkBytes chunks over a quarter of the
-// ring (a power of two of them, at least 2), when the ring's chunks are multiples of
+// ring (a power of two of them, at least 4), when the ring's chunks are multiples of
 // kFineChunkBytes and larger; else none (fine_nchunks 0).
 struct Layout {
   uint32_t nslots = 0, slot_bytes = 0, nchunks = 0, chunk_bytes = 0;

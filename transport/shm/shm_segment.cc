@@ -17,7 +17,7 @@ void fine_cut(Layout* l) {
   const size_t fit = size_t(l->nchunks) * l->chunk_bytes / 4 / kFineChunkBytes;
   uint32_t n = 1;
   while (size_t(n) * 2 <= fit) n *= 2;
-  if (n < 2) return;
+  if (n < 4) return;  // a shallower pipeline stalls whenever either side is descheduled
   l->fine_nchunks = n;
   l->fine_chunk_bytes = kFineChunkBytes;
 }

@@ -196,9 +196,16 @@ TEST(ShmAdaptive, MixedCmaAndPipelinedMessagesLandIntact) {
   EXPECT_NE(rates[1].at_ns, 0) << "CMA was never tried";
 }
 
+// The ring the cut tests reason about (the default, 8 x 256 KiB, whatever the environment).
+struct DefaultRing {
+  test::ScopedEnv bytes{"ZCX_SHM_CHUNK_BYTES", "262144"};
+  test::ScopedEnv count{"ZCX_SHM_CHUNKS", "8"};
+};
+
 // ZCX_SHM_STREAM: a group cut the other way than the chunks still in the ring waits until
 // the receiver has taken them all; both groups land intact.
 TEST(ShmCut, ANewCutWaitsForTheRingToEmpty) {
+  DefaultRing ring;
   Rank a(0), b(1);
   Pair p;
   ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
@@ -232,6 +239,7 @@ TEST(ShmCut, ANewCutWaitsForTheRingToEmpty) {
 // has three groups, then take the one with the higher median; while either is unknown a
 // small group keeps the ring's cut.
 TEST(ShmCut, AutoTriesBothCutsThenTakesTheFaster) {
+  DefaultRing ring;
   Rank a(0), b(1);
   Pair p;
   ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
@@ -267,6 +275,7 @@ TEST(ShmCut, AutoTriesBothCutsThenTakesTheFaster) {
 // End to end: windows of 1 MiB messages behind one that fills the ring form groups of 8 MiB,
 // which measure both cuts in turn and land intact.
 TEST(ShmCut, WindowsThatFillTheRingMeasureBothCuts) {
+  DefaultRing ring;
   test::ScopedEnv large("ZCX_SHM_LARGE", "pipeline");
   test::ScopedEnv cut("ZCX_SHM_STREAM", "auto");
   Rank a(0), b(1);
