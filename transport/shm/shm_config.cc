@@ -43,21 +43,25 @@ const config::IntParam spin{"ZCX_SHM_SPIN", 2000,
     "Idle polls of an shm request before each further poll yields the CPU (sched_yield).",
     0, 1 << 30};
 
+// Which of `a`, `b` or "auto" (2, also for anything else, with a warning) the value is.
+int three_way(const config::StringParam& p, const char* a, const char* b) {
+  const std::string v = p.get();
+  if (v == a) return 0;
+  if (v == b) return 1;
+  if (v != "auto")
+    ZCX_WARN(kLogShm, "%s=%s: expected %s, %s or auto", p.name(), v.c_str(), a, b);
+  return 2;
+}
+
 }  // namespace
 
 LargeMode large_mode() {
-  std::string v = large.get();
-  if (v == "cma") return LargeMode::kCma;
-  if (v == "pipeline") return LargeMode::kPipeline;
-  if (v != "auto") ZCX_WARN(kLogShm, "ZCX_SHM_LARGE=%s: expected cma, pipeline or auto", v.c_str());
-  return LargeMode::kAuto;
+  const LargeMode modes[] = {LargeMode::kCma, LargeMode::kPipeline, LargeMode::kAuto};
+  return modes[three_way(large, "cma", "pipeline")];
 }
 StreamCut stream_cut() {
-  std::string v = stream.get();
-  if (v == "fine") return StreamCut::kFine;
-  if (v == "coarse") return StreamCut::kCoarse;
-  if (v != "auto") ZCX_WARN(kLogShm, "ZCX_SHM_STREAM=%s: expected fine, coarse or auto", v.c_str());
-  return StreamCut::kAuto;
+  const StreamCut cuts[] = {StreamCut::kFine, StreamCut::kCoarse, StreamCut::kAuto};
+  return cuts[three_way(stream, "fine", "coarse")];
 }
 size_t cma_threshold() { return cma_threshold_param.get(); }
 size_t cfg_adapt_min() { return adapt_min_param.get(); }

@@ -70,6 +70,19 @@ void expect_intact(const std::vector<Message>& msgs, const Window& w) {
   }
 }
 
+// One receive per message, the sends in message order, all tested together; data checked.
+void exchange_in_order(Pair& p, const std::vector<Message>& msgs) {
+  Window w;
+  ASSERT_NO_FATAL_FAILURE(post_receives(p, msgs, std::vector<int>(msgs.size(), 1), &w));
+  std::vector<size_t> order(msgs.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, order, &w));
+  std::vector<void*> all = w.sends;
+  all.insert(all.end(), w.recvs.begin(), w.recvs.end());
+  ASSERT_EQ(wait_all(all), ZCX_SUCCESS) << zcx::last_error();
+  expect_intact(msgs, w);
+}
+
 TEST(ShmInterleave, MessagesInFlightShareTheStreamAndLandInTheirBuffers) {
   Rank a(0), b(1);
   Pair p;
@@ -181,35 +194,29 @@ TEST(ShmAdaptive, MixedCmaAndPipelinedMessagesLandIntact) {
   ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
   std::vector<Message> msgs;
   for (int k = 0; k < 24; ++k) msgs.push_back({256 * 1024 + static_cast<size_t>(k) * 4096, k});
-  Window w;
-  ASSERT_NO_FATAL_FAILURE(post_receives(p, msgs, std::vector<int>(msgs.size(), 1), &w));
-  std::vector<size_t> order(msgs.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, order, &w));
-  std::vector<void*> all = w.sends;
-  all.insert(all.end(), w.recvs.begin(), w.recvs.end());
-  ASSERT_EQ(wait_all(all), ZCX_SUCCESS) << zcx::last_error();
-  expect_intact(msgs, w);
+  ASSERT_NO_FATAL_FAILURE(exchange_in_order(p, msgs));
   const auto& rates = static_cast<shm::Comm*>(p.sc)->chooser.rate[2];  // 256-512 KiB
   if (!static_cast<shm::Comm*>(p.sc)->cma_ok) GTEST_SKIP() << "CMA is not permitted here";
   EXPECT_NE(rates[0].at_ns, 0) << "the pipeline was never measured";
   EXPECT_NE(rates[1].at_ns, 0) << "CMA was never tried";
 }
 
-// The ring the cut tests reason about (the default, 8 x 256 KiB, whatever the environment).
-struct DefaultRing {
-  test::ScopedEnv bytes{"ZCX_SHM_CHUNK_BYTES", "262144"};
-  test::ScopedEnv count{"ZCX_SHM_CHUNKS", "8"};
+// The cut tests reason about the default ring (8 x 256 KiB), whatever the environment.
+class ShmCut : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(p.make(a, b), ZCX_SUCCESS); }
+  shm::Comm* sender() { return static_cast<shm::Comm*>(p.sc); }
+  test::ScopedEnv ring_bytes{"ZCX_SHM_CHUNK_BYTES", "262144"};
+  test::ScopedEnv ring_count{"ZCX_SHM_CHUNKS", "8"};
+  test::ScopedEnv stream{"ZCX_SHM_STREAM", "auto"};
+  Rank a{0}, b{1};
+  Pair p;
 };
 
 // ZCX_SHM_STREAM: a group cut the other way than the chunks still in the ring waits until
 // the receiver has taken them all; both groups land intact.
-TEST(ShmCut, ANewCutWaitsForTheRingToEmpty) {
-  DefaultRing ring;
-  Rank a(0), b(1);
-  Pair p;
-  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
-  auto* sc = static_cast<shm::Comm*>(p.sc);
+TEST_F(ShmCut, ANewCutWaitsForTheRingToEmpty) {
+  shm::Comm* sc = sender();
   ASSERT_NE(sc->layout.fine_nchunks, 0u) << "the default ring has no fine cut";
   const std::vector<Message> msgs = {{3 * kMiB / 2, 1}, {700000, 2}};
   Window w;
@@ -238,13 +245,8 @@ TEST(ShmCut, ANewCutWaitsForTheRingToEmpty) {
 // ZCX_SHM_STREAM=auto: groups large enough to measure try each cut (coarse first) until it
 // has three groups, then take the one with the higher median; while either is unknown a
 // small group keeps the ring's cut.
-TEST(ShmCut, AutoTriesBothCutsThenTakesTheFaster) {
-  DefaultRing ring;
-  Rank a(0), b(1);
-  Pair p;
-  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
-  auto* c = static_cast<shm::Comm*>(p.sc);
-  c->cut = shm::StreamCut::kAuto;
+TEST_F(ShmCut, AutoTriesBothCutsThenTakesTheFaster) {
+  shm::Comm* c = sender();
   const size_t big = 64 * kMiB, small = 100000;
   EXPECT_FALSE(shm::cut_measurable(c, small));
   EXPECT_TRUE(shm::cut_measurable(c, big));
@@ -274,28 +276,15 @@ TEST(ShmCut, AutoTriesBothCutsThenTakesTheFaster) {
 
 // End to end: windows of 1 MiB messages behind one that fills the ring form groups of 8 MiB,
 // which measure both cuts in turn and land intact.
-TEST(ShmCut, WindowsThatFillTheRingMeasureBothCuts) {
-  DefaultRing ring;
-  test::ScopedEnv large("ZCX_SHM_LARGE", "pipeline");
-  test::ScopedEnv cut("ZCX_SHM_STREAM", "auto");
-  Rank a(0), b(1);
-  Pair p;
-  ASSERT_EQ(p.make(a, b), ZCX_SUCCESS);
+TEST_F(ShmCut, WindowsThatFillTheRingMeasureBothCuts) {
+  sender()->large = shm::LargeMode::kPipeline;  // the 4 MiB message must fill the ring
   for (int round = 0; round < 4; ++round) {
     SCOPED_TRACE(round);
     std::vector<Message> msgs = {{4 * kMiB + 5, 100}};
     for (int k = 0; k < 8; ++k) msgs.push_back({kMiB + size_t(round) * 4096 + size_t(k), k});
-    Window w;
-    ASSERT_NO_FATAL_FAILURE(post_receives(p, msgs, std::vector<int>(msgs.size(), 1), &w));
-    std::vector<size_t> order(msgs.size());
-    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-    ASSERT_NO_FATAL_FAILURE(post_sends(p, msgs, order, &w));
-    std::vector<void*> all = w.sends;
-    all.insert(all.end(), w.recvs.begin(), w.recvs.end());
-    ASSERT_EQ(wait_all(all), ZCX_SUCCESS) << zcx::last_error();
-    expect_intact(msgs, w);
+    ASSERT_NO_FATAL_FAILURE(exchange_in_order(p, msgs));
   }
-  const auto* c = static_cast<shm::Comm*>(p.sc);
+  const shm::Comm* c = sender();
   EXPECT_GT(c->cuts.arm[0].count, 0) << "the coarse cut was never measured";
   EXPECT_GT(c->cuts.arm[1].count, 0) << "the fine cut was never measured";
   EXPECT_GE(c->cuts.switches, 1u);
