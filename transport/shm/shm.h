@@ -100,6 +100,7 @@ struct Layout {
   uint32_t fine_nchunks = 0, fine_chunk_bytes = 0;
   size_t sender_off = 0, receiver_off = 0, slots_off = 0, chunks_off = 0, total = 0;
   size_t inline_max() const { return slot_bytes - kSlotHeaderBytes; }
+  size_t ring_bytes() const { return size_t(nchunks) * chunk_bytes; }  // the coarse cut
 };
 Status layout_make(uint32_t nslots, uint32_t slot_bytes, uint32_t nchunks,
                    uint32_t chunk_bytes, Layout* out);
@@ -331,7 +332,8 @@ void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t start_ns);
 // and whether a group of `bytes` measures its cut.
 bool choose_fine(Comm* c, size_t bytes, bool* trial);
 bool cut_measurable(const Comm* c, size_t bytes);
-// Sender: a measuring group ended; the receiver drained `bytes` of it since start_ns.
+// Sender: a measuring group ended; the receiver drained `bytes` of it since start_ns (the
+// caller clears the cut's `trying`, also for a group that measured nothing).
 void cut_rate(Comm* c, bool fine, size_t bytes, int64_t start_ns);
 // Receiver: the first buffer of r still free for `tag` (taken: buffers already claimed, or
 // NULL) and large enough for `size`, else kMismatch / kInvalidUsage naming the peer.

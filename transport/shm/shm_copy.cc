@@ -101,7 +101,7 @@ void copy_rate(Comm* c, bool cma, size_t size, size_t bytes, int64_t start_ns) {
 // then sets how fast the stream drains whichever cut it takes.
 bool cut_measurable(const Comm* c, size_t bytes) {
   return c->cut == StreamCut::kAuto && c->layout.fine_nchunks != 0 &&
-         bytes >= 2 * size_t(c->layout.nchunks) * c->layout.chunk_bytes;
+         bytes >= 2 * c->layout.ring_bytes();
 }
 
 // The median of a cut's last groups: one group slowed by a preemption must not turn the
@@ -152,7 +152,6 @@ void cut_rate(Comm* c, bool fine, size_t bytes, int64_t start_ns) {
   a.rate[a.count++ % CutChooser::kKeep] =
       static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(now - start_ns, 1));
   a.at_ns = now;
-  a.trying = false;
 }
 
 Status cma_read(Comm* c, void* dst, uint64_t src, size_t n) {

@@ -162,8 +162,7 @@ Status comm_attach_views(Comm* c) {
   // Default: above the chunk ring. A pipelined send that fits the ring completes without the
   // receiver's help; a CMA send waits for the receiver's rendezvous, so choosing CMA below
   // that size could hold a send that callers expect to finish on its own.
-  const size_t ring = size_t(c->layout.nchunks) * c->layout.chunk_bytes;
-  c->adapt_min = cfg_adapt_min() != 0 ? cfg_adapt_min() : ring + 1;
+  c->adapt_min = cfg_adapt_min() != 0 ? cfg_adapt_min() : c->layout.ring_bytes() + 1;
   c->stream_min = cfg_stream_min();
   return Status::kSuccess;
 }

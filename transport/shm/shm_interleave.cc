@@ -112,7 +112,7 @@ size_t group_bytes(Comm* c, int n) {
 // messages of 64 MiB in one group would otherwise run whole in the cut on trial (with the
 // vCPUs far, 4 GiB at a third below the other cut's rate).
 int trial_members(Comm* c, int n) {
-  const size_t want = 4 * size_t(c->layout.nchunks) * c->layout.chunk_bytes;
+  const size_t want = 4 * c->layout.ring_bytes();
   size_t bytes = 0;
   for (int j = 0; j < n; ++j)
     if ((bytes += c->reqs.at(static_cast<size_t>(j))->size) >= want) return j + 1;
@@ -158,10 +158,14 @@ Status group_start(Comm* c) {
   Interleave& g = c->group;
   g = Interleave();
   g.n = group_size(c);
+  size_t bytes = group_bytes(c, g.n);
   bool trial = false;
-  set_cut(c->layout, choose_fine(c, group_bytes(c, g.n), &trial), &g);
-  if (trial) g.n = trial_members(c, g.n);
-  g.measuring = cut_measurable(c, group_bytes(c, g.n));
+  set_cut(c->layout, choose_fine(c, bytes, &trial), &g);
+  if (trial) {
+    g.n = trial_members(c, g.n);
+    bytes = group_bytes(c, g.n);
+  }
+  g.measuring = cut_measurable(c, bytes);
   for (int j = g.n - 1; j >= 0; --j) {  // last member first: see the top of the file
     Request* r = c->reqs.at(static_cast<size_t>(j));
     SlotHeader* s = slot_at(c, c->head + static_cast<uint64_t>(j));

@@ -14,7 +14,7 @@ size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 // The fine cut (Layout): kFineChunkBytes chunks over a quarter of the ring.
 void fine_cut(Layout* l) {
   if (l->chunk_bytes <= kFineChunkBytes || l->chunk_bytes % kFineChunkBytes != 0) return;
-  const size_t fit = size_t(l->nchunks) * l->chunk_bytes / 4 / kFineChunkBytes;
+  const size_t fit = l->ring_bytes() / 4 / kFineChunkBytes;
   uint32_t n = 1;
   while (size_t(n) * 2 <= fit) n *= 2;
   if (n < 4) return;  // a shallower pipeline stalls whenever either side is descheduled
@@ -42,7 +42,7 @@ Status layout_make(uint32_t nslots, uint32_t slot_bytes, uint32_t nchunks,
   l.receiver_off = l.sender_off + sizeof(SenderLine);
   l.slots_off = l.receiver_off + sizeof(ReceiverLine);
   l.chunks_off = round_up(l.slots_off + size_t(nslots) * slot_bytes, 4096);
-  l.total = l.chunks_off + size_t(nchunks) * chunk_bytes;
+  l.total = l.chunks_off + l.ring_bytes();
   fine_cut(&l);
   *out = l;
   return Status::kSuccess;

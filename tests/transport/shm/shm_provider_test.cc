@@ -3,9 +3,11 @@
 #include "common/config.h"
 #include "shm/shm.h"
 #include "shm_test_util.h"
+#include "transport/provider_util.h"
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <string>
 
 namespace zcx::shm_test {
@@ -113,12 +115,9 @@ TEST(Shm, GroupedReceiveMatchesTags) {
     if (!done) {
       ASSERT_EQ(ops()->test(recv, &done, got), ZCX_SUCCESS);
     }
-    for (void*& r : reqs) {
-      int sent = 0;
-      if (r == nullptr) continue;
-      ASSERT_EQ(ops()->test(r, &sent, nullptr), ZCX_SUCCESS);
-      if (sent) r = nullptr, --sends_left;
-    }
+    ASSERT_EQ(test::test_each_once(ops(), reqs), ZCX_SUCCESS);
+    sends_left = static_cast<size_t>(
+        std::count_if(reqs.begin(), reqs.end(), [](void* r) { return r != nullptr; }));
   }
   ASSERT_TRUE(done);
   ASSERT_EQ(sends_left, 0u);
