@@ -16,8 +16,9 @@
 namespace zcx {
 namespace {
 
-// Allgathered per rank: host id u64, count u32, then kMaxContextProviders x (id u8, handle).
-constexpr size_t kRecordBytes = 8 + 4 + kMaxContextProviders * (1 + ZCX_HANDLE_BYTES);
+// Allgathered per rank: host id u64, departure page fd i32 and token u64, count u32, then
+// kMaxContextProviders x (id u8, handle).
+constexpr size_t kRecordBytes = 8 + 4 + 8 + 4 + kMaxContextProviders * (1 + ZCX_HANDLE_BYTES);
 
 uint64_t hash64(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -58,8 +59,24 @@ Status ContextImpl::setup(const ContextOptions& options) {
   ZCX_TRY(open_providers(options));
   std::string identity = options.host_identity.empty() ? local_host_identity()
                                                        : options.host_identity;
-  return exchange_records(identity);
+  departures_.open_own();
+  ZCX_TRY(exchange_records(identity));
+  watch_host_peers();
+  return Status::kSuccess;
 }
+
+// Maps the departure page of every other rank with our host identity (base/departures.h).
+void ContextImpl::watch_host_peers() {
+  const RemoteRank& me = ranks_[static_cast<size_t>(rank())];
+  for (int r = 0; r < nranks(); ++r) {
+    const RemoteRank& them = ranks_[static_cast<size_t>(r)];
+    if (r != rank() && them.host_id == me.host_id)
+      departures_.watch(r, bs_->pid(r), them.departure_fd, them.departure_token);
+  }
+}
+
+// Without the lock: the pages are mapped at set-up only, and a page's state is an atomic.
+bool ContextImpl::left_cleanly(int peer) const { return departures_.left(peer); }
 
 // Opens every provider that has a device; one that fails to initialise is skipped (INFO),
 // so a job still runs over the others.
@@ -101,6 +118,8 @@ Status ContextImpl::exchange_records(const std::string& host_identity) {
   std::vector<uint8_t> all(kRecordBytes * static_cast<size_t>(nranks()));
   wire::Writer w(all.data() + kRecordBytes * static_cast<size_t>(rank()), kRecordBytes);
   w.u64(hash64(host_identity));
+  w.u32(static_cast<uint32_t>(departures_.own_fd()));
+  w.u64(departures_.own_token());
   w.u32(static_cast<uint32_t>(providers_.size()));
   for (const ProviderSlot& p : providers_) {
     w.u8(p.ops->id);
@@ -115,6 +134,8 @@ Status ContextImpl::exchange_records(const std::string& host_identity) {
     wire::Reader rd(all.data() + kRecordBytes * static_cast<size_t>(r), kRecordBytes);
     RemoteRank& rr = ranks_[static_cast<size_t>(r)];
     rr.host_id = rd.u64();
+    rr.departure_fd = static_cast<int32_t>(rd.u32());
+    rr.departure_token = rd.u64();
     uint32_t count = rd.u32();
     if (count > kMaxContextProviders)
       return set_error(Status::kProtocol, kLogInit, "%s sent %u providers (max %zu)",
@@ -360,6 +381,9 @@ void ContextImpl::abort() {
 }
 
 ContextImpl::~ContextImpl() {
+  // Before the connections close: a peer that sees them close, or this process gone, must
+  // already read that this rank left cleanly.
+  if (!aborted_ && !unclean_.load(std::memory_order_relaxed)) departures_.mark_left();
   for (Request* r : live_requests_) delete r;  // close drops what the providers hold
   live_requests_.clear();
   release_registrations(nullptr, 0);

@@ -83,6 +83,15 @@ class Context {
   // Whether req is still owned by the caller (not completed, not freed after an error).
   virtual bool request_live(const Request* req) const = 0;
   virtual void abort() = 0;
+  // Whether `peer` (a rank of this host) finalized its context cleanly: a peer whose process
+  // is gone had ended its operations rather than died in one (base/departures.h).
+  virtual bool left_cleanly(int peer) const {
+    (void)peer;
+    return false;
+  }
+  // A failure above the transport (a communicator's error): when this context finalizes,
+  // its rank does not count as leaving cleanly, so peers stalled behind it name it at once.
+  virtual void mark_unclean() {}
   // Memory registration (providers that need one, ib): a transfer inside a range registered
   // here, or held below, uses one registration of the whole range per connection, made at
   // its first use and kept until the range is deregistered or released. Any other transfer

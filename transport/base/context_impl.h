@@ -17,6 +17,7 @@
 #pragma once
 
 #include "base/context.h"
+#include "base/departures.h"
 #include "base/range_counts.h"
 
 #include <cstdint>
@@ -52,6 +53,8 @@ struct ProviderSlot {
 
 struct RemoteRank {
   uint64_t host_id = 0;
+  int32_t departure_fd = -1;  // its departure page (base/departures.h), -1: none
+  uint64_t departure_token = 0;
   std::vector<std::pair<uint8_t, std::vector<uint8_t>>> providers;  // (id, handle) in its order
 };
 
@@ -143,6 +146,8 @@ class ContextImpl final : public Context {
   }
   std::recursive_mutex& mutex() { return mu_; }
   void abort() override;
+  bool left_cleanly(int peer) const override;
+  void mark_unclean() override { unclean_.store(true, std::memory_order_relaxed); }
   Status mem_register(void* buf, size_t size) override;
   Status mem_deregister(void* buf, size_t size) override;
   void hold_range(const void* buf, size_t size) override;
@@ -191,6 +196,7 @@ class ContextImpl final : public Context {
   Status open_send(EndpointImpl* ep);  // kReverse / dialing: leaves send_comm_ null meanwhile
   Status accept_pending(ProviderSlot& p);
   void accept_reverses(size_t slot);
+  void watch_host_peers();
   std::string provider_list(int rank) const;
 
   std::unique_ptr<Bootstrap> bs_;
@@ -210,6 +216,8 @@ class ContextImpl final : public Context {
   std::vector<char*> bounce_free_;
   std::set<Request*> live_requests_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> unclean_{false};  // mark_unclean: this rank's exit is not a clean one
+  Departures departures_;
   int64_t last_accept_poll_ns_ = 0;  // see progress()
   uint32_t progress_calls_ = 0;
   // Serialises calls from several threads. Recursive because endpoint() and wait() drive

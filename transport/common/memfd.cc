@@ -27,9 +27,10 @@ Mapping& Mapping::operator=(Mapping&& o) noexcept {
   return *this;
 }
 
-Status Mapping::map(int fd, size_t size) {
+Status Mapping::map(int fd, size_t size, bool writable) {
   reset();
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+  void* p = mmap(nullptr, size, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED)
     return set_error(Status::kSystem, kLogMem, "mmap of a %zu-byte shared segment failed: %s",
                      size, strerror(errno));

@@ -24,7 +24,8 @@ class Mapping {
   Mapping& operator=(const Mapping&) = delete;
   uint8_t* data() const { return static_cast<uint8_t*>(addr_); }
   size_t size() const { return size_; }
-  Status map(int fd, size_t size);
+  // writable false: PROT_READ only (a peer's segment that this process must not change).
+  Status map(int fd, size_t size, bool writable = true);
   void reset();
 
  private:

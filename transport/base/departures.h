@@ -1,0 +1,45 @@
+// Which ranks of this host finalized before their process exited.
+//
+// A collective that stalls looks for a member on its host whose process has exited, so that
+// a rank not linked to a dead one still names it (collectives/core/comm.cc, dead_member).
+// A rank that finished its last operation and then exited normally is not dead: its sends
+// are already in the transport, where its peers still read them. Only the rank itself knows
+// it left cleanly, and it is gone when the question is asked, so every rank publishes one
+// page of its own (an anonymous memfd) in its context record, its peers on the host map it
+// at set-up, and the rank writes "left" there when it finalizes its context without a
+// failure. The page outlives its owner for as long as a peer maps it; a peer that could not
+// map it (exited already, another pid namespace) treats that rank's exit as a death, as
+// before.
+#pragma once
+
+#include "common/fd.h"
+#include "common/memfd.h"
+#include "common/status.h"
+
+#include <cstdint>
+#include <map>
+
+namespace zcx {
+
+class Departures {
+ public:
+  // Creates this rank's page. On failure (logged) the rank publishes no page (fd -1).
+  void open_own();
+  int own_fd() const { return own_fd_.get(); }
+  uint64_t own_token() const { return token_; }
+  // Maps the page of `rank` (process `pid`, its fd `fd`, carrying `token`) read-only through
+  // /proc/<pid>/fd/<fd>; on failure the rank stays unwatched (logged at INFO).
+  void watch(int rank, int pid, int fd, uint64_t token);
+  // Marks this rank as leaving cleanly (release): peers that find its process gone read it.
+  void mark_left();
+  // Whether `rank` has marked itself as leaving cleanly (false when unwatched).
+  bool left(int rank) const;
+
+ private:
+  UniqueFd own_fd_;
+  Mapping own_;
+  uint64_t token_ = 0;
+  std::map<int, Mapping> peers_;  // only the ranks of this host, usually a handful
+};
+
+}  // namespace zcx
