@@ -187,6 +187,8 @@ std::string Comm::peer_name(int peer) const {
 
 // Members on this host (same host name, as the hierarchical algorithms assume) are watched
 // through their pids from the bootstrap; members elsewhere are not (their links report it).
+// A member that finalized cleanly before it exited is not dead: it had finished its part,
+// and what it sent is still in the transport (base/departures.h).
 int Comm::dead_member() {
   if (watches_.empty()) watches_.resize(world_.size());
   for (int r = 0; r < nranks(); ++r) {
@@ -195,10 +197,13 @@ int Comm::dead_member() {
       auto w = std::make_unique<ProcessWatch>();
       const int pid = ctx_->bootstrap().pid(world_[r]);
       if (pid <= 0) continue;
-      if (w->open(pid) != Status::kSuccess) return r;  // exited before we looked
+      if (w->open(pid) != Status::kSuccess) {  // exited before we looked
+        if (ctx_->left_cleanly(world_[r])) continue;
+        return r;
+      }
       watches_[r] = std::move(w);
     }
-    if (!watches_[r]->alive()) return r;
+    if (!watches_[r]->alive() && !ctx_->left_cleanly(world_[r])) return r;
   }
   return -1;
 }
@@ -378,6 +383,7 @@ Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* o
 // every queued operation fails with it.
 Status Comm::fail_queue(Status st) {
   err_.record(st, last_error());
+  ctx_->mark_unclean();
   for (auto& op : queue_) {
     op->result = st;
     op->done = true;

@@ -134,6 +134,7 @@ Status Comm::run_lane(const OpArgs& a, const SelectInput& si) {
     if (st == Status::kSuccess && !done && lane_context_turn()) st = ctx_->progress();
     if (st != Status::kSuccess) {
       err_.record(st, last_error());
+      ctx_->mark_unclean();
       return st;
     }
     if (done) break;

@@ -227,14 +227,16 @@ Status check_peer(Comm* c, int64_t now) {
   if (c->sock.valid()) ZCX_TRY(check_ack(c));
   if (c->is_send) c->sline->heartbeat.fetch_add(1, std::memory_order_relaxed);
   else c->rline->heartbeat.fetch_add(1, std::memory_order_relaxed);
-  if (!c->watch.alive())
-    return set_error_quiet(Status::kRemote,
-                     "%s died (its process exited) with shm transfers in flight",
-                     peer_name(c).c_str());
+  // Closed before gone: a peer that closed its side and then exited left cleanly, and is
+  // named so, not as dead.
   uint32_t closed = c->is_send ? c->rline->closed.load(std::memory_order_acquire)
                                : c->sline->closed.load(std::memory_order_acquire);
   if (closed != 0)
     return set_error_quiet(Status::kRemote, "%s closed the shm connection",
+                     peer_name(c).c_str());
+  if (!c->watch.alive())
+    return set_error_quiet(Status::kRemote,
+                     "%s died (its process exited) with shm transfers in flight",
                      peer_name(c).c_str());
   if (now - c->last_progress_ns > c->timeout_ms * 1000000)
     return set_error_quiet(Status::kTimeout,
