@@ -26,6 +26,8 @@ const char* kind_name(uint8_t k) {
 }  // namespace
 
 std::string desc_describe(const OpDesc& d) {
+  // Point-to-point calls share one descriptor with no operation number, dtype or count.
+  if (d.kind == static_cast<uint8_t>(CollKind::kSendRecv)) return "point-to-point send/recv";
   char buf[160];
   snprintf(buf, sizeof buf, "%s #%llu %s %s count %llu root %d algo %s", kind_name(d.kind),
            static_cast<unsigned long long>(d.seq), zcx_dtype_name(static_cast<zcx_dtype_t>(d.dtype)),
