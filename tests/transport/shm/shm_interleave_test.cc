@@ -131,6 +131,8 @@ TEST(ShmInterleave, AMessageWithoutAPostedReceiveIsNotInterleaved) {
 // into four buffers streams.
 TEST(ShmInterleave, OnlyAGroupWritingBuffersOfItsOwnStreams) {
   test::ScopedEnv nt_min("ZCX_SHM_NT_MIN", "1M");
+  // The group of four needs the default ring (2 MiB), whatever the environment sets.
+  test::ScopedEnv chunk("ZCX_SHM_CHUNK_BYTES", "256K"), chunks("ZCX_SHM_CHUNKS", "8");
   for (bool shared : {true, false}) {
     SCOPED_TRACE(shared ? "one receive buffer" : "four receive buffers");
     Rank a(0), b(1);
