@@ -54,6 +54,7 @@ using BodyFn = std::function<void(Contexts&, int rank)>;
 class ContextDuplex : public ::testing::Test {
  protected:
   config::ScopedOverride timeout_{"ZCX_TIMEOUT", "20"};
+  config::ScopedOverride nsocks_{"ZCX_TCP_NSOCKS", "1"};  // the counts assume one socket each
 
   // n thread ranks with contexts over tcp only, under ZCX_DUPLEX_WAIT=wait; runs body on
   // each and returns how many more ESTABLISHED sockets the process holds after the bodies

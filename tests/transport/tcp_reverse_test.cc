@@ -22,6 +22,8 @@ namespace {
 
 class TcpReverse : public TcpTwoRanks {
  protected:
+  // One data socket, as the forged hellos below declare, whatever the environment sets.
+  config::ScopedOverride nsocks_{"ZCX_TCP_NSOCKS", "1"};
   void SetUp() override {
     TcpTwoRanks::SetUp();
     if (HasFatalFailure()) return;
