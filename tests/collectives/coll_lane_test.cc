@@ -93,7 +93,7 @@ std::string large_allreduce(zcx_comm_t comm, int rank) {
 // yield: ZCX_COLL_YIELD for every rank (nullptr: unset).
 int agreement_rank(bool disable_on_rank1, const char* yield, int rank, int fd) {
   setenv("ZCX_PROVIDERS", "shm", 1);
-  if (disable_on_rank1 && rank == 1) setenv("ZCX_COLL_SHARED_LANE", "0", 1);
+  setenv("ZCX_COLL_SHARED_LANE", disable_on_rank1 && rank == 1 ? "0" : "1", 1);
   if (yield != nullptr) setenv("ZCX_COLL_YIELD", yield, 1);
   zcx_comm_t comm = nullptr;
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
@@ -138,6 +138,7 @@ TEST(CollLane, EveryYieldModeGivesRightResults) {
 // The victim runs lane operations with the others, then dies between two of them.
 int kill_rank(int rank, int fd) {
   setenv("ZCX_PROVIDERS", "shm", 1);
+  setenv("ZCX_COLL_SHARED_LANE", "1", 1);  // whatever the environment says: the lane is tested
   zcx_comm_t comm = nullptr;
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
     return dprintf(fd, "INIT failed: %s\n", zcx_get_last_error()), 2;

@@ -142,6 +142,7 @@ int run_group_rank(const char* provider, int rank, int nranks, const std::vector
   keep_freed_buffers();
   setenv("ZCX_PROVIDERS", provider, 1);
   setenv("ZCX_SOCKET_IFNAME", "lo", 1);
+  setenv("ZCX_COLL_SHARED_LANE", "1", 1);  // the matrix forces the shared algorithm too
   zcx_comm_t world = nullptr, emulated = nullptr;
   if (zcx_comm_init_env(&world, nullptr) != ZCX_SUCCESS) {
     report(report_fd, std::string("ERROR init") + who + zcx_get_last_error());
