@@ -32,7 +32,8 @@ const config::BoolParam gpu_async{
 const config::DoubleParam gpu_stream_timeout{
     "ZCX_GPU_STREAM_TIMEOUT", 0.0,
     "Seconds an asynchronous stream-ordered call may hold its stream before the stream goes "
-    "on without the result (the call then fails at the next one). 0: ZCX_TIMEOUT + 30."};
+    "on without the result (the call then fails at the next one). 0: ZCX_TIMEOUT + 30.", 0,
+    1e9};
 
 }  // namespace
 

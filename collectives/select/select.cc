@@ -20,15 +20,18 @@ const config::StringParam kAlgoParam(
 const config::SizeParam kChunkParam("ZCX_CHUNK_SIZE", 0,
                                     "collective pipeline chunk in bytes (0 = cost model)");
 const config::DoubleParam kAlphaShm("ZCX_COLL_ALPHA_US_SHM", 2.0,
-                                    "cost model: per-message latency between ranks of a host (us)");
+                                    "cost model: per-message latency between ranks of a host (us)",
+                                    0, 1e9);
 const config::DoubleParam kAlphaNet("ZCX_COLL_ALPHA_US_NET", 15.0,
-                                    "cost model: per-message latency across hosts (us)");
+                                    "cost model: per-message latency across hosts (us)", 0, 1e9);
 const config::DoubleParam kBwShm("ZCX_COLL_BW_GBS_SHM", 10.0,
-                                 "cost model: bandwidth between ranks of a host (GB/s)");
+                                 "cost model: bandwidth between ranks of a host (GB/s)", 0.001,
+                                 1e6);
 const config::DoubleParam kBwNet("ZCX_COLL_BW_GBS_NET", 10.0,
-                                 "cost model: bandwidth across hosts, one direction (GB/s)");
+                                 "cost model: bandwidth across hosts, one direction (GB/s)",
+                                 0.001, 1e6);
 const config::DoubleParam kReduceGbs("ZCX_COLL_REDUCE_GBS", 8.0,
-                                     "cost model: CPU reduction throughput (GB/s)");
+                                     "cost model: CPU reduction throughput (GB/s)", 0.001, 1e6);
 
 const char* const kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather",
                                   "reducescatter", "alltoall", "allgatherv",

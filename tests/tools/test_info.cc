@@ -27,7 +27,8 @@ TEST(ZcxInfo, PrintsVersionFeaturesAndProviders) {
 TEST(ZcxInfo, ConfigListsEveryVariableWithValue) {
   ToolResult r = run_tool("ZCX_TIMEOUT=17.5 ZCX_SECRET=00112233445566ff " + kInfo + " -c");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("ZCX_TIMEOUT\n    type double, default \"300\", set to \"17.5\""),
+  EXPECT_NE(r.out.find("ZCX_TIMEOUT\n    type double, default \"300\", range [0.001, 1e+09], "
+                       "set to \"17.5\""),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ZCX_DEBUG\n"), std::string::npos);
   EXPECT_NE(r.out.find("ZCX_PROVIDERS\n"), std::string::npos);

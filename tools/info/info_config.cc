@@ -42,6 +42,7 @@ void print_param(const config::ParamBase& p) {
   std::printf("%s\n", p.name());
   std::printf("    type %s, default \"%s\"", config::param_type_name(p.type()),
               default_shown(p).c_str());
+  if (p.range_text()[0] != '\0') std::printf(", range %s", p.range_text());
   bool secret = std::string(p.name()).find("SECRET") != std::string::npos;
   if (value && secret) std::printf(", set (value not shown)");
   else if (value) std::printf(", set to \"%s\"", value->c_str());

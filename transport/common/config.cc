@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -106,6 +108,12 @@ void ParamBase::warn_bad_value(const std::string& text, const char* expected) co
            expected, default_text_);
 }
 
+void ParamBase::warn_out_of_range(const std::string& text) const {
+  if (!warn_once(std::string(name_) + "=" + text)) return;
+  ZCX_WARN(kLogEnv, "%s='%.64s' is outside %s; using the default %s", name_, text.c_str(),
+           range_text_, default_text_);
+}
+
 std::optional<int64_t> parse_int(const std::string& text) {
   std::string t = trim(text);
   if (t.empty()) return std::nullopt;
@@ -144,6 +152,19 @@ std::optional<bool> parse_bool(const std::string& text) {
 
 namespace {
 std::string int_text(int64_t v) { return std::to_string(v); }
+// 65536 -> "64K": a bound as parse_size reads it back (exact multiples only).
+std::string size_text(size_t v) {
+  const char* suffix[] = {"", "K", "M", "G"};
+  int i = 0;
+  while (i < 3 && v != 0 && v % 1024 == 0) v /= 1024, ++i;
+  return std::to_string(v) + suffix[i];
+}
+std::string double_text(double v) {
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 // Default texts must outlive the Param; keep them in a process-lifetime pool.
 const char* keep(std::string s) {
   static std::mutex mu;
@@ -156,21 +177,32 @@ const char* keep(std::string s) {
 
 IntParam::IntParam(const char* name, int64_t def, const char* help, int64_t min, int64_t max)
     : ParamBase(name, ParamType::kInt, keep(int_text(def)), help), def_(def), min_(min),
-      max_(max) {}
+      max_(max) {
+  if (min != INT64_MIN || max != INT64_MAX)
+    set_range_text(keep("[" + int_text(min) + ", " + int_text(max) + "]"));
+}
 
 int64_t IntParam::get() const {
   auto text = raw();
   if (!text) return def_;
   auto v = parse_int(*text);
-  if (!v || *v < min_ || *v > max_) {
-    warn_bad_value(*text, "integer in range");
+  if (!v) {
+    warn_bad_value(*text, "integer");
+    return def_;
+  }
+  if (*v < min_ || *v > max_) {
+    warn_out_of_range(*text);
     return def_;
   }
   return *v;
 }
 
-SizeParam::SizeParam(const char* name, size_t def, const char* help)
-    : ParamBase(name, ParamType::kSize, keep(std::to_string(def)), help), def_(def) {}
+SizeParam::SizeParam(const char* name, size_t def, const char* help, size_t min, size_t max)
+    : ParamBase(name, ParamType::kSize, keep(std::to_string(def)), help), def_(def), min_(min),
+      max_(max) {
+  if (min != 0 || max != SIZE_MAX)
+    set_range_text(keep("[" + size_text(min) + ", " + size_text(max) + "]"));
+}
 
 size_t SizeParam::get() const {
   auto text = raw();
@@ -178,6 +210,10 @@ size_t SizeParam::get() const {
   auto v = parse_size(*text);
   if (!v) {
     warn_bad_value(*text, "size (e.g. 4096, 64K, 2M)");
+    return def_;
+  }
+  if (*v < min_ || *v > max_) {
+    warn_out_of_range(*text);
     return def_;
   }
   return *v;
@@ -197,8 +233,12 @@ bool BoolParam::get() const {
   return *v;
 }
 
-DoubleParam::DoubleParam(const char* name, double def, const char* help)
-    : ParamBase(name, ParamType::kDouble, keep(std::to_string(def)), help), def_(def) {}
+DoubleParam::DoubleParam(const char* name, double def, const char* help, double min, double max)
+    : ParamBase(name, ParamType::kDouble, keep(std::to_string(def)), help), def_(def), min_(min),
+      max_(max) {
+  if (!std::isinf(min) || !std::isinf(max))
+    set_range_text(keep("[" + double_text(min) + ", " + double_text(max) + "]"));
+}
 
 double DoubleParam::get() const {
   auto text = raw();
@@ -209,6 +249,10 @@ double DoubleParam::get() const {
   double v = strtod(t.c_str(), &end);
   if (t.empty() || errno != 0 || *end != '\0') {
     warn_bad_value(*text, "number");
+    return def_;
+  }
+  if (!(v >= min_ && v <= max_)) {  // NaN fails both
+    warn_out_of_range(*text);
     return def_;
   }
   return v;

@@ -6,6 +6,7 @@
 // Nothing below this module calls getenv for a ZCX_ name.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,18 +27,24 @@ class ParamBase {
   ParamType type() const { return type_; }
   const char* default_text() const { return default_text_; }
   const char* help() const { return help_; }
+  // "[1, 4096]" for a variable whose values are bounded, else "" (zcx-info -c shows it).
+  const char* range_text() const { return range_text_; }
   // The raw text in force: test override, then environment; nullopt means default.
   std::optional<std::string> raw() const;
 
  protected:
   // Warns once per process about an unparsable value and returns the default.
   void warn_bad_value(const std::string& text, const char* expected) const;
+  // A value that parses but lies outside range_text(): warned once, the default used.
+  void warn_out_of_range(const std::string& text) const;
+  void set_range_text(const char* text) { range_text_ = text; }
 
  private:
   const char* name_;
   ParamType type_;
   const char* default_text_;
   const char* help_;
+  const char* range_text_ = "";
 };
 
 class IntParam : public ParamBase {
@@ -53,11 +60,12 @@ class IntParam : public ParamBase {
 // Byte counts: accepts 4096, 64K, 2M, 1G (powers of two).
 class SizeParam : public ParamBase {
  public:
-  SizeParam(const char* name, size_t def, const char* help);
+  SizeParam(const char* name, size_t def, const char* help, size_t min = 0,
+            size_t max = SIZE_MAX);
   size_t get() const;
 
  private:
-  size_t def_;
+  size_t def_, min_, max_;
 };
 
 class BoolParam : public ParamBase {
@@ -71,11 +79,13 @@ class BoolParam : public ParamBase {
 
 class DoubleParam : public ParamBase {
  public:
-  DoubleParam(const char* name, double def, const char* help);
+  // NaN is never in range; infinities only where a bound is itself infinite.
+  DoubleParam(const char* name, double def, const char* help, double min = -HUGE_VAL,
+              double max = HUGE_VAL);
   double get() const;
 
  private:
-  double def_;
+  double def_, min_, max_;
 };
 
 class StringParam : public ParamBase {

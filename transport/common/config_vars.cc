@@ -14,7 +14,7 @@ const config::StringParam debug_file{"ZCX_DEBUG_FILE", "",
     "Write the log to this file instead of stderr; %h host, %p pid, %r rank."};
 const config::DoubleParam timeout{"ZCX_TIMEOUT", 300.0,
     "Seconds any wait may last without progress before it fails with a timeout that names "
-    "the peer. Bounds bootstrap, connection set-up and every transfer."};
+    "the peer. Bounds bootstrap, connection set-up and every transfer.", 0.001, 1e9};
 const config::StringParam providers{"ZCX_PROVIDERS", "shm,ib,ucx,tcp,cuda_ipc",
     "Provider preference order; a provider is used for a peer when it is built, has a "
     "device and can reach the peer. Names: tcp, shm, ib, ucx, cuda_ipc. cuda_ipc moves GPU "
@@ -23,7 +23,7 @@ const config::DoubleParam duplex_wait{"ZCX_DUPLEX_WAIT", 1.0,
     "Seconds the higher rank of a pair waits for the lower rank's connection in order to "
     "send back over it, where the provider can (tcp): one two-way connection per pair, as "
     "UCX and Open MPI have, saves a ping-pong the extra acknowledgements of two one-way "
-    "ones. Past the wait it connects on its own. 0: one connection per direction."};
+    "ones. Past the wait it connects on its own. 0: one connection per direction.", 0, 1e9};
 const config::StringParam socket_ifname{"ZCX_SOCKET_IFNAME", "",
     "Network interface(s) for sockets: a prefix list such as eth,ib; ^docker excludes; "
     "=eth0 matches exactly. Default: the first up, non-loopback interface, else loopback."};

@@ -25,11 +25,12 @@ const config::SizeParam adapt_min_param{"ZCX_SHM_ADAPT_MIN", 0,
 const config::IntParam nslots{"ZCX_SHM_SLOTS", 64,
     "Slots in each shm connection's message ring (power of two).", 2, 4096};
 const config::SizeParam slot_bytes{"ZCX_SHM_SLOT_BYTES", 4096,
-    "Bytes per ring slot; messages up to this minus 32 go inline."};
+    "Bytes per ring slot (multiple of 64); messages up to this minus 32 go inline.", 128,
+    1u << 20};
 const config::IntParam nchunks{"ZCX_SHM_CHUNKS", 8,
     "Chunks in each shm connection's large-message pipeline (power of two).", 2, 64};
 const config::SizeParam chunk_bytes{"ZCX_SHM_CHUNK_BYTES", 256 * 1024,
-    "Bytes per pipeline chunk (multiple of 4096)."};
+    "Bytes per pipeline chunk (multiple of 4096).", 4096, 64u << 20};
 const config::SizeParam stream_min{"ZCX_SHM_NT_MIN", 16u << 20,
     "Pipelined messages streaming together (an interleave group) are copied out with "
     "non-temporal stores when each writes a buffer of its own and together they write at "
@@ -66,15 +67,9 @@ StreamCut stream_cut() {
 size_t cma_threshold() { return cma_threshold_param.get(); }
 size_t cfg_adapt_min() { return adapt_min_param.get(); }
 uint32_t cfg_nslots() { return static_cast<uint32_t>(nslots.get()); }
-uint32_t cfg_slot_bytes() {
-  size_t v = slot_bytes.get();
-  return v > (1u << 20) ? (1u << 20) : static_cast<uint32_t>(v);
-}
+uint32_t cfg_slot_bytes() { return static_cast<uint32_t>(slot_bytes.get()); }  // <= 1M
 uint32_t cfg_nchunks() { return static_cast<uint32_t>(nchunks.get()); }
-uint32_t cfg_chunk_bytes() {
-  size_t v = chunk_bytes.get();
-  return v > (64u << 20) ? (64u << 20) : static_cast<uint32_t>(v);
-}
+uint32_t cfg_chunk_bytes() { return static_cast<uint32_t>(chunk_bytes.get()); }  // <= 64M
 size_t cfg_stream_min() { return stream_min.get(); }
 uint32_t cfg_spin_before_yield() { return static_cast<uint32_t>(spin.get()); }
 

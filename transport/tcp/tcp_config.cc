@@ -21,13 +21,16 @@ const config::IntParam nsocks{"ZCX_TCP_NSOCKS", 0,
     "on this host (loopback copies gain nothing from more), 4 to a remote one.", 0, kMaxSocks};
 const config::SizeParam inline_bytes{"ZCX_TCP_INLINE", 64 * 1024,
     "Messages up to this size travel whole on the first socket, right behind their header; "
-    "larger ones are striped over all sockets (max 1M)."};
+    "larger ones are striped over all sockets.", 0, kMaxInline};
 const config::SizeParam chunk{"ZCX_TCP_CHUNK", 256 * 1024,
-    "Stripe unit of large tcp messages: chunk i goes to socket i mod ZCX_TCP_NSOCKS."};
+    "Stripe unit of large tcp messages: chunk i goes to socket i mod ZCX_TCP_NSOCKS.", 4096,
+    size_t{1} << 30};
 const config::SizeParam sndbuf{"ZCX_TCP_SNDBUF", 0,
-    "SO_SNDBUF of tcp data sockets in bytes; 0 keeps the kernel's autotuning."};
+    "SO_SNDBUF of tcp data sockets in bytes; 0 keeps the kernel's autotuning.", 0,
+    size_t{1} << 30};
 const config::SizeParam rcvbuf{"ZCX_TCP_RCVBUF", 0,
-    "SO_RCVBUF of tcp data sockets in bytes; 0 keeps the kernel's autotuning."};
+    "SO_RCVBUF of tcp data sockets in bytes; 0 keeps the kernel's autotuning.", 0,
+    size_t{1} << 30};
 
 }  // namespace
 
@@ -36,9 +39,10 @@ int config_nsocks(bool peer_on_this_host) {
   if (n > 0) return n;
   return peer_on_this_host ? 1 : 4;
 }
-size_t config_inline() { return std::min(inline_bytes.get(), kMaxInline); }
-size_t config_chunk() { return std::clamp<size_t>(chunk.get(), 4096, size_t{1} << 30); }
-size_t config_sndbuf() { return std::min<size_t>(sndbuf.get(), size_t{1} << 30); }
-size_t config_rcvbuf() { return std::min<size_t>(rcvbuf.get(), size_t{1} << 30); }
+// The bounds are the parameters' ranges (out of range: the default, with a warning).
+size_t config_inline() { return inline_bytes.get(); }
+size_t config_chunk() { return chunk.get(); }
+size_t config_sndbuf() { return sndbuf.get(); }
+size_t config_rcvbuf() { return rcvbuf.get(); }
 
 }  // namespace zcx::tcp

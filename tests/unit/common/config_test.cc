@@ -12,6 +12,8 @@ const IntParam test_int{"ZCX_TEST_INT", 7, "test only", 0, 100};
 const SizeParam test_size{"ZCX_TEST_SIZE", 4096, "test only"};
 const BoolParam test_bool{"ZCX_TEST_BOOL", false, "test only"};
 const StringParam test_str{"ZCX_TEST_STR", "abc", "test only"};
+const SizeParam test_ranged_size{"ZCX_TEST_RANGED_SIZE", 8192, "test only", 4096, 64u << 20};
+const DoubleParam test_ranged_double{"ZCX_TEST_RANGED_DOUBLE", 2.5, "test only", 0.001, 1e9};
 
 TEST(Config, DefaultsWhenUnset) {
   unsetenv("ZCX_TEST_INT");
@@ -88,11 +90,36 @@ TEST(Config, UnknownVariablesAreCounted) {
   unsetenv("ZCX_TIMEOUTT");
 }
 
+// A zero or negative timeout once meant 1 ms, so ZCX_TIMEOUT=0 ("no timeout" elsewhere)
+// failed every wait at once; now it is out of range and the default (300 s) holds.
 TEST(Config, TimeoutMilliseconds) {
   ScopedOverride o("ZCX_TIMEOUT", "2.5");
   EXPECT_EQ(params::timeout_ms(), 2500);
-  ScopedOverride o2("ZCX_TIMEOUT", "-3");
-  EXPECT_EQ(params::timeout_ms(), 1);
+  for (const char* bad : {"-3", "0", "nan", "inf", "1e300"}) {
+    ScopedOverride o2("ZCX_TIMEOUT", bad);
+    EXPECT_EQ(params::timeout_ms(), 300000) << bad;
+  }
+}
+
+TEST(Config, RangesHoldAndAreShown) {
+  EXPECT_STREQ(test_ranged_size.range_text(), "[4K, 64M]");
+  EXPECT_STREQ(test_ranged_double.range_text(), "[0.001, 1e+09]");
+  EXPECT_STREQ(test_int.range_text(), "[0, 100]");
+  EXPECT_STREQ(test_size.range_text(), "") << "no bounds: nothing to show";
+  for (const char* bad : {"4095", "65M", "0"}) {
+    ScopedOverride o("ZCX_TEST_RANGED_SIZE", bad);
+    EXPECT_EQ(test_ranged_size.get(), 8192u) << bad;
+  }
+  for (const char* good : {"4K", "64M", "1M"}) {
+    ScopedOverride o("ZCX_TEST_RANGED_SIZE", good);
+    EXPECT_EQ(test_ranged_size.get(), *parse_size(good)) << good;
+  }
+  for (const char* bad : {"0", "-1", "nan", "inf", "2e9"}) {
+    ScopedOverride o("ZCX_TEST_RANGED_DOUBLE", bad);
+    EXPECT_EQ(test_ranged_double.get(), 2.5) << bad;
+  }
+  ScopedOverride o("ZCX_TEST_RANGED_DOUBLE", "0.5");
+  EXPECT_EQ(test_ranged_double.get(), 0.5);
 }
 
 }  // namespace
