@@ -11,8 +11,6 @@
 #include "common/config.h"
 #include "tcp/tcp.h"
 
-#include <algorithm>
-
 namespace zcx::tcp {
 namespace {
 
