@@ -6,12 +6,15 @@
 namespace zcx::params {
 
 const config::StringParam debug{"ZCX_DEBUG", "WARN",
-    "Log level: NONE, VERSION, WARN, INFO or TRACE."};
+    "Log level: NONE, VERSION, WARN, INFO or TRACE, in any case (anything else: WARN, said on "
+    "stderr)."};
 const config::StringParam debug_subsys{"ZCX_DEBUG_SUBSYS", "ALL",
     "Comma list of subsystems to log (INIT,NET,SHM,IB,COLL,TUNING,BOOTSTRAP,TCP,UCX,CUDA,"
     "PLUGIN,ENV,MEM,ALL); a leading ^ excludes the listed ones."};
 const config::StringParam debug_file{"ZCX_DEBUG_FILE", "",
-    "Write the log to this file instead of stderr; %h host, %p pid, %r rank."};
+    "Write the log to this file instead of stderr; %h host, %p pid, %r rank (before the "
+    "bootstrap: the launcher's, from ZCX_RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID "
+    "or RANK; x when none)."};
 const config::DoubleParam timeout{"ZCX_TIMEOUT", 300.0,
     "Seconds any wait may last without progress before it fails with a timeout that names "
     "the peer. Bounds bootstrap, connection set-up and every transfer.", 0.001, 1e9};

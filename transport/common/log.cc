@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -46,11 +47,19 @@ LogState& state() {
 
 thread_local bool t_initializing = false;
 
+// The logger cannot log about its own settings while it starts: straight to stderr.
+void warn_setting(const char* what) { fprintf(stderr, "zcx: %s\n", what); }
+
+// Any case, as NCCL_DEBUG takes it ("info" as well as "INFO").
 LogLevel parse_level(const std::string& text) {
-  if (text == "NONE") return LogLevel::kNone;
-  if (text == "VERSION") return LogLevel::kVersion;
-  if (text == "INFO") return LogLevel::kInfo;
-  if (text == "TRACE") return LogLevel::kTrace;
+  const char* names[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
+  const LogLevel levels[] = {LogLevel::kNone, LogLevel::kVersion, LogLevel::kWarn,
+                             LogLevel::kInfo, LogLevel::kTrace};
+  for (size_t i = 0; i < std::size(names); ++i)
+    if (strcasecmp(text.c_str(), names[i]) == 0) return levels[i];
+  std::string msg = "ZCX_DEBUG='" + text.substr(0, 64) +
+                    "' is not NONE, VERSION, WARN, INFO or TRACE; using WARN";
+  warn_setting(msg.c_str());
   return LogLevel::kWarn;
 }
 
@@ -62,10 +71,33 @@ uint32_t parse_mask(std::string text) {
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
     if (comma == std::string::npos) comma = text.size();
-    mask |= log_subsys_from_name(text.substr(pos, comma - pos).c_str());
+    const std::string name = text.substr(pos, comma - pos);
+    const uint32_t bit = log_subsys_from_name(name.c_str());
+    if (bit == 0 && !name.empty()) {
+      std::string msg = "ZCX_DEBUG_SUBSYS: no subsystem '" + name.substr(0, 32) + "' (names:";
+      for (const SubsysName& n : kSubsysNames) msg += std::string(" ") + n.name;
+      warn_setting((msg + ")").c_str());
+    }
+    mask |= bit;
     pos = comma + 1;
   }
   return exclude ? ~mask : (mask == 0 ? kLogAll : mask);
+}
+
+bool is_rank_text(const std::string& v) {
+  return !v.empty() && v.size() < 9 && v.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// %r before the bootstrap has set the rank (the file opens at the first message): the rank
+// a launcher gave this process, else "x". Raw texts only: a parameter's warning would log,
+// and the logger is starting.
+std::string launcher_rank() {
+  if (auto v = params::rank.raw(); v && is_rank_text(*v)) return *v;
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK"}) {
+    const char* v = getenv(name);
+    if (v != nullptr && is_rank_text(v)) return v;
+  }
+  return "x";
 }
 
 std::string expand_file_name(const std::string& pattern, int rank) {
@@ -83,7 +115,7 @@ std::string expand_file_name(const std::string& pattern, int rank) {
     } else if (c == 'p') {
       out += std::to_string(getpid());
     } else if (c == 'r') {
-      out += rank >= 0 ? std::to_string(rank) : std::string("x");
+      out += rank >= 0 ? std::to_string(rank) : launcher_rank();
     } else {
       out += '%';
       out += c;

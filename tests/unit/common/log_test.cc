@@ -21,6 +21,32 @@ TEST(Log, LevelAndSubsystemMask) {
   EXPECT_FALSE(log_enabled(LogLevel::kTrace, kLogNet));
 }
 
+// "info" is INFO (users write NCCL_DEBUG=info too); an unknown level is WARN, said on stderr.
+TEST(Log, LevelInAnyCaseAndUnknownLevelIsWarn) {
+  {
+    config::ScopedOverride level("ZCX_DEBUG", "info");
+    log_reload();
+    EXPECT_TRUE(log_enabled(LogLevel::kInfo, kLogNet));
+  }
+  config::ScopedOverride level("ZCX_DEBUG", "loud");
+  testing::internal::CaptureStderr();
+  log_reload();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(log_enabled(LogLevel::kWarn, kLogNet));
+  EXPECT_FALSE(log_enabled(LogLevel::kInfo, kLogNet));
+  EXPECT_NE(said.find("ZCX_DEBUG='loud'"), std::string::npos) << said;
+}
+
+TEST(Log, UnknownSubsystemIsSaid) {
+  config::ScopedOverride subsys("ZCX_DEBUG_SUBSYS", "NET,SMH");
+  testing::internal::CaptureStderr();
+  log_reload();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("no subsystem 'SMH'"), std::string::npos) << said;
+  EXPECT_TRUE(log_enabled(LogLevel::kWarn, kLogNet));
+  EXPECT_FALSE(log_enabled(LogLevel::kWarn, kLogShm));
+}
+
 TEST(Log, ExcludeMask) {
   config::ScopedOverride level("ZCX_DEBUG", "TRACE");
   config::ScopedOverride subsys("ZCX_DEBUG_SUBSYS", "^SHM");
@@ -49,6 +75,24 @@ TEST(Log, FileNameExpandsHostPidRank) {
   EXPECT_NE(ss.str().find("hello 42"), std::string::npos);
   EXPECT_NE(ss.str().find("INFO INIT"), std::string::npos);
   log_set_rank(-1);
+  config::clear_override("ZCX_DEBUG_FILE");
+  log_reload();
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+// Before the bootstrap sets the rank, %r is the launcher's (ZCX_RANK here), not "x".
+TEST(Log, FileNameRankFromTheLauncherBeforeTheBootstrap) {
+  char dir[] = "/tmp/zcx-log-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  config::ScopedOverride level("ZCX_DEBUG", "INFO");
+  config::ScopedOverride file("ZCX_DEBUG_FILE", std::string(dir) + "/log.%r");
+  config::ScopedOverride rank("ZCX_RANK", "3");
+  log_set_rank(-1);
+  log_reload();
+  ZCX_INFO(kLogInit, "early");
+  const std::string path = std::string(dir) + "/log.3";
+  EXPECT_TRUE(std::ifstream(path).good()) << path;
   config::clear_override("ZCX_DEBUG_FILE");
   log_reload();
   unlink(path.c_str());

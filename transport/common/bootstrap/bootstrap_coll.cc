@@ -31,6 +31,7 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::unique_ptr
 Status Bootstrap::init_from_env(std::unique_ptr<Bootstrap>* out) {
   LaunchInfo info;
   ZCX_TRY(launch_info_from_env(&info));
+  log_set_rank(info.rank);  // one rank per launched process: the log prefix shows it
   ZCX_INFO(kLogBootstrap, "launched by %s: rank %d of %d, root %s", info.source.c_str(), info.rank,
            info.nranks, info.id.root.to_string().c_str());
   return init(info.id, info.rank, info.nranks, out);
