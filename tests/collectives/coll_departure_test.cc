@@ -9,7 +9,6 @@
 // Before departures were published (base/departures.h) the first case failed as the second.
 #include "process_ranks.h"
 
-#include "base/registry.h"
 #include "common/config.h"
 
 #include <zcx/coll.h>
@@ -107,13 +106,7 @@ ReceiverReport run_departure(const char* provider, Leave how) {
   return out;
 }
 
-class CollDeparture : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    test::ScopedEnv only("ZCX_PROVIDERS", GetParam());
-    if (providers_selected().empty()) GTEST_SKIP() << GetParam() << " is not built in this tree";
-  }
-};
+class CollDeparture : public test::ProviderParamTest {};
 
 TEST_P(CollDeparture, FinalizedMemberIsNotCalledDead) {
   const ReceiverReport r = run_departure(GetParam(), Leave::kDestroy);
@@ -142,9 +135,7 @@ TEST_P(CollDeparture, MemberThatAbortsIsNamedDead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CollDeparture, ::testing::Values("shm", "tcp"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+                         test::provider_param_name);
 
 }  // namespace
 }  // namespace zcx

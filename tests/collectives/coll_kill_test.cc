@@ -6,7 +6,6 @@
 // zcx segment may be left in /dev/shm. Results travel to the parent through pipes.
 #include "process_ranks.h"
 
-#include "base/registry.h"
 #include "common/config.h"
 
 #include <zcx/coll.h>
@@ -155,13 +154,7 @@ bool names_victim(const SurvivorReport& s) {
   return s.message.find("rank " + std::to_string(kVictim) + " ") != std::string::npos;
 }
 
-class CollKill : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    test::ScopedEnv only("ZCX_PROVIDERS", GetParam());
-    if (providers_selected().empty()) GTEST_SKIP() << GetParam() << " is not built in this tree";
-  }
-};
+class CollKill : public test::ProviderParamTest {};
 
 // Every survivor fails, within ZCX_TIMEOUT + 2 s of the kill; the ring neighbours of the dead
 // rank (the ranks that exchange data with it: ZCX_ALGO=allreduce:ring) name it; the error is
@@ -202,9 +195,7 @@ TEST_P(CollKill, EverySurvivorNamesTheDeadRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CollKill, ::testing::Values("shm", "tcp"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+                         test::provider_param_name);
 
 }  // namespace
 }  // namespace zcx

@@ -10,7 +10,6 @@
 // scenario runs on its own communicator, since the first error is sticky.
 #include "process_ranks.h"
 
-#include "base/registry.h"
 #include "common/config.h"
 
 #include <zcx/coll.h>
@@ -151,14 +150,10 @@ std::vector<Outcome> parse(const std::string& text, size_t nscenarios) {
   return out;
 }
 
-class CollMismatchProcesses : public ::testing::TestWithParam<const char*> {};
+class CollMismatchProcesses : public test::ProviderParamTest {};
 
 TEST_P(CollMismatchProcesses, EveryRankFailsBoundedAndOneNamesTheMismatch) {
   const char* provider = GetParam();
-  {
-    test::ScopedEnv only("ZCX_PROVIDERS", provider);
-    if (providers_selected().empty()) GTEST_SKIP() << provider << " is not built in this tree";
-  }
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
   const std::vector<Scenario> all = scenarios();
@@ -212,9 +207,7 @@ TEST_P(CollMismatchProcesses, EveryRankFailsAlsoWhenItOnlySends) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CollMismatchProcesses, ::testing::Values("shm", "tcp"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+                         test::provider_param_name);
 
 }  // namespace
 }  // namespace zcx

@@ -5,7 +5,10 @@
 
 #include "bootstrap/test_util.h"
 
+#include "base/registry.h"
 #include "common/socket.h"
+
+#include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -155,6 +158,20 @@ inline SurvivorResult survivor_result(const RankResult& survivor) {
   while (std::getline(in, line))
     if (sscanf(line.c_str(), "RESULT %d %lf", &out.status, &out.at) == 2) std::getline(in, out.message);
   return out;
+}
+
+// A multi-process test over one provider, named by the parameter; skipped where that
+// provider is not built. Instantiate with provider_param_name for readable test names.
+class ProviderParamTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    ScopedEnv only("ZCX_PROVIDERS", GetParam());
+    if (providers_selected().empty()) GTEST_SKIP() << GetParam() << " is not built in this tree";
+  }
+};
+
+inline std::string provider_param_name(const ::testing::TestParamInfo<const char*>& info) {
+  return info.param;
 }
 
 }  // namespace zcx::test
