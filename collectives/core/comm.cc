@@ -208,6 +208,14 @@ int Comm::dead_member() {
   return -1;
 }
 
+std::string Comm::departed_note() {
+  std::string note;
+  for (int r = 0; r < nranks(); ++r)
+    if (r != rank_ && ctx_->left_cleanly(world_[r]))
+      note += "; " + peer_name(r) + " finalized and exited before this operation ended";
+  return note;
+}
+
 Status Comm::check_usable() {
   if (err_.has()) return err_.raise();
   return Status::kSuccess;

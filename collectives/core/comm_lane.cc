@@ -212,8 +212,8 @@ Status Comm::lane_stalled(LaneOp& lo, int peer) {
   if (now - lo.moved_ns <= timeout_ms_ * 1'000'000) return Status::kSuccess;
   return set_error(Status::kTimeout, kLogColl, "%s: no contribution from %s in the shared lane "
                    "for %.1f s (ZCX_TIMEOUT) — has that rank reached this operation, and is it "
-                   "alive?", desc_describe(lo.desc).c_str(), peer_name(peer).c_str(),
-                   timeout_ms_ / 1000.0);
+                   "alive?%s", desc_describe(lo.desc).c_str(), peer_name(peer).c_str(),
+                   timeout_ms_ / 1000.0, departed_note().c_str());
 }
 
 }  // namespace zcx::coll

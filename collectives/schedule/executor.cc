@@ -296,8 +296,9 @@ std::string Executor::waiting_for() const {
 Status Executor::timeout_error() const {
   return set_error(Status::kTimeout, kLogColl,
                    "%s: no progress for %.1f s (ZCX_TIMEOUT); %s — has that rank reached this "
-                   "operation, and is it alive?",
-                   what().c_str(), timeout_ms_ / 1000.0, waiting_for().c_str());
+                   "operation, and is it alive?%s",
+                   what().c_str(), timeout_ms_ / 1000.0, waiting_for().c_str(),
+                   links_->departed_note().c_str());
 }
 
 }  // namespace zcx::coll

@@ -37,6 +37,9 @@ class PeerLinks {
   // A member whose process is known to have exited (checked while an operation stalls, so
   // that ranks not linked to a dead rank still name it), or -1.
   virtual int dead_member() { return -1; }
+  // "; rank 2 of 'world' (...) finalized and exited before this operation ended" for each
+  // member that left cleanly (not dead, but never coming back), else "": a timeout says it.
+  virtual std::string departed_note() { return ""; }
   // Device memory: the endpoint that carries it to `peer`, either one that moves GPU memory
   // itself (cuda_ipc, or the host endpoint where its provider does GPUDirect RDMA; *staged =
   // false) or a host endpoint that the executor feeds through pinned bounce buffers (*staged

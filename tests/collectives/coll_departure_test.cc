@@ -6,6 +6,8 @@
 //     It had finished everything it was part of: rank 0's receive must succeed.
 //   - exit: rank 2 exits without finalizing: rank 0 must fail naming rank 2 as dead.
 //   - abort: rank 2 aborts its communicator and exits: not a clean departure either.
+// And once rank 2 destroys its communicator before a collective that ranks 0 and 1 call:
+// they wait for it until ZCX_TIMEOUT, and the timeout says that rank 2 finalized and left.
 // Before departures were published (base/departures.h) the first case failed as the second.
 #include "process_ranks.h"
 
@@ -27,7 +29,7 @@ enum class Leave { kDestroy, kExit, kAbort };
 
 constexpr int kRanks = 3;
 constexpr int kLeaver = 2;
-constexpr double kTimeoutS = 10.0;
+constexpr double kTimeoutS = 5.0;
 constexpr double kSenderSleepS = 2.5;  // rank 0 checks for exited members after 1 s
 constexpr size_t kCount = size_t{1} << 18;  // int32 elements: 1 MiB
 
@@ -66,7 +68,19 @@ int receiver(zcx_comm_t comm, int fd) {
   return 0;
 }
 
-int departure_rank(const char* provider, Leave how, int rank, int fd) {
+// Ranks 0 and 1 after rank 2 left: an allreduce that needs rank 2 (through the shared lane,
+// where nothing but the timeout ends the wait). Reported like receiver().
+int stranded(zcx_comm_t comm, int fd) {
+  int32_t x = 1;
+  const double t0 = test::monotonic_s();
+  const zcx_status_t st = zcx_allreduce(&x, &x, 1, ZCX_INT32, ZCX_SUM, comm, nullptr);
+  dprintf(fd, "RESULT %d %.3f 0\n%s\n", static_cast<int>(st), test::monotonic_s() - t0,
+          st == ZCX_SUCCESS ? "" : zcx_get_last_error());
+  (void)zcx_comm_destroy(comm);
+  return 0;
+}
+
+int departure_rank(const char* provider, Leave how, bool then_allreduce, int rank, int fd) {
   setenv("ZCX_PROVIDERS", provider, 1);
   setenv("ZCX_SOCKET_IFNAME", "lo", 1);
   zcx_comm_t comm = nullptr;
@@ -77,6 +91,7 @@ int departure_rank(const char* provider, Leave how, int rank, int fd) {
       zcx_barrier_comm(comm, nullptr))
     return dprintf(fd, "WARMUP failed: %s\n", zcx_get_last_error()), 2;
   if (rank == kLeaver) return leaver(comm, how, fd);
+  if (then_allreduce) return stranded(comm, fd);
   return rank == 1 ? sender(comm, fd) : receiver(comm, fd);
 }
 
@@ -87,11 +102,13 @@ struct ReceiverReport {
   std::string message;
 };
 
-ReceiverReport run_departure(const char* provider, Leave how) {
+ReceiverReport run_departure(const char* provider, Leave how, bool then_allreduce = false) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
-  std::vector<test::RankResult> res = test::run_rank_processes(
-      kRanks, 60 * 1000, [&](int rank, int fd) { return departure_rank(provider, how, rank, fd); });
+  auto rank_main = [&](int rank, int fd) {
+    return departure_rank(provider, how, then_allreduce, rank, fd);
+  };
+  std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, rank_main);
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(res[r].exit_code, 0) << "rank " << r << ": " << res[r].report;
   EXPECT_NE(res[kLeaver].report.find("LEFT"), std::string::npos) << res[kLeaver].report;
@@ -132,6 +149,16 @@ TEST_P(CollDeparture, MemberThatAbortsIsNamedDead) {
   EXPECT_EQ(r.status, ZCX_ERR_REMOTE) << r.message;
   EXPECT_TRUE(names_dead_leaver(r)) << r.message;
   EXPECT_LT(r.waited_s, kSenderSleepS) << "named only after the sender came";
+}
+
+TEST_P(CollDeparture, TimeoutSaysThatAMemberLeftBeforeTheOperation) {
+  const ReceiverReport r = run_departure(GetParam(), Leave::kDestroy, /*then_allreduce=*/true);
+  EXPECT_EQ(r.status, ZCX_ERR_TIMEOUT) << r.message;
+  EXPECT_NE(r.message.find("rank 2 of 'world' (context rank 2, host "), std::string::npos)
+      << r.message;
+  EXPECT_NE(r.message.find("finalized and exited before this operation ended"), std::string::npos)
+      << r.message;
+  EXPECT_LE(r.waited_s, kTimeoutS + 2.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CollDeparture, ::testing::Values("shm", "tcp"),
