@@ -28,9 +28,21 @@ class ContextTest : public ::testing::Test {
 
   // Creates n contexts on threads (options per rank), then runs body on each.
   void run(int n, const OptionsFn& options, const BodyFn& body) {
+    std::vector<std::unique_ptr<Context>> ctx;
+    ASSERT_NO_FATAL_FAILURE(make(n, options, &ctx));
+    test::run_threads(n, [&](int r) { body(*ctx[static_cast<size_t>(r)], r); });
+    ctx.clear();
+    EXPECT_EQ(fake_stats().open_comms.load(), 0) << "comms leaked";
+    EXPECT_EQ(fake_stats().open_ctxs.load(), 0) << "provider contexts leaked";
+    EXPECT_EQ(fake_stats().registrations.load(), fake_stats().deregistrations.load());
+  }
+
+  // Creates n contexts on threads (options per rank).
+  void make(int n, const OptionsFn& options, std::vector<std::unique_ptr<Context>>* out) {
     UniqueId id;
     ASSERT_EQ(test::loopback_id(&id), Status::kSuccess);
-    std::vector<std::unique_ptr<Context>> ctx(static_cast<size_t>(n));
+    std::vector<std::unique_ptr<Context>>& ctx = *out;
+    ctx.resize(static_cast<size_t>(n));
     std::atomic<int> failures{0};
     test::run_threads(n, [&](int r) {
       std::unique_ptr<Bootstrap> bs;
@@ -42,11 +54,6 @@ class ContextTest : public ::testing::Test {
       }
     });
     ASSERT_EQ(failures.load(), 0);
-    test::run_threads(n, [&](int r) { body(*ctx[static_cast<size_t>(r)], r); });
-    ctx.clear();
-    EXPECT_EQ(fake_stats().open_comms.load(), 0) << "comms leaked";
-    EXPECT_EQ(fake_stats().open_ctxs.load(), 0) << "provider contexts leaked";
-    EXPECT_EQ(fake_stats().registrations.load(), fake_stats().deregistrations.load());
   }
 };
 
@@ -291,6 +298,26 @@ TEST_F(ContextTest, WaitIsBoundedAndAbortIsFinal) {
     bool done;
     EXPECT_EQ(c.test(req, &done, nullptr), Status::kAborted);
   });
+}
+
+// Which ranks left cleanly (base/departures.h), as rank 0 sees them: one that finalized with
+// nothing open; not one that dropped an open receive, one that was aborted, or one whose
+// communicator failed (mark_unclean); nobody before finalizing.
+TEST_F(ContextTest, OnlyAContextFinalizedWithNothingOpenLeavesCleanly) {
+  std::vector<std::unique_ptr<Context>> ctx;
+  ASSERT_NO_FATAL_FAILURE(make(5, both_providers, &ctx));
+  Endpoint* ep = nullptr;
+  char buf[4];
+  Request* req = nullptr;
+  ASSERT_EQ(ctx[2]->endpoint(0, &ep), Status::kSuccess);
+  ASSERT_EQ(ep->irecv(buf, sizeof buf, 0, &req), Status::kSuccess);
+  ctx[3]->abort();
+  ctx[4]->mark_unclean();
+  for (int r = 1; r < 5; ++r) EXPECT_FALSE(ctx[0]->left_cleanly(r)) << "rank " << r;
+  for (int r = 1; r < 5; ++r) ctx[static_cast<size_t>(r)].reset();
+  EXPECT_TRUE(ctx[0]->left_cleanly(1));
+  for (int r = 2; r < 5; ++r) EXPECT_FALSE(ctx[0]->left_cleanly(r)) << "rank " << r;
+  EXPECT_FALSE(ctx[0]->left_cleanly(0)) << "a rank does not watch itself";
 }
 
 TEST_F(ContextTest, SeveralThreadsShareAContext) {

@@ -382,8 +382,10 @@ void ContextImpl::abort() {
 
 ContextImpl::~ContextImpl() {
   // Before the connections close: a peer that sees them close, or this process gone, must
-  // already read that this rank left cleanly.
-  if (!aborted_ && !unclean_.load(std::memory_order_relaxed)) departures_.mark_left();
+  // already read that this rank left cleanly. Requests still open are dropped, which a peer
+  // may be waiting for: that is no clean departure either.
+  if (!aborted_ && !unclean_.load(std::memory_order_relaxed) && live_requests_.empty())
+    departures_.mark_left();
   for (Request* r : live_requests_) delete r;  // close drops what the providers hold
   live_requests_.clear();
   release_registrations(nullptr, 0);
