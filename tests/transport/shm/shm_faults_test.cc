@@ -2,6 +2,8 @@
 //  - kill -9 of a peer in the middle of a large transfer, 20 trials over both roles and both
 //    large-message paths: the survivor gets ZCX_ERR_REMOTE naming the dead rank within
 //    ZCX_TIMEOUT + 2 s, and afterwards no zcx file is in /dev/shm and no fd has leaked;
+//  - a peer that closes its comms and then exits is named as having closed the connection,
+//    not as dead (its exit is a normal one);
 //  - shared memory that cannot be reserved (a memory cgroup limit, the real mechanism that
 //    limits memfd/tmpfs pages) gives a clear "shared memory exhausted" error, not SIGBUS.
 #include "common/config.h"
@@ -136,6 +138,43 @@ TEST(ShmFaults, KillPeerMidTransferTwentyTimes) {
 
 // A memory cgroup (v1) with a 16 MiB limit and the OOM killer off: reserving a 64 MiB
 // segment must fail cleanly in connect.
+// The child connects, closes its comms (the Mesh's destructor) and exits 0; only then does
+// this process post a receive from it. The closed flag is checked before the process watch.
+TEST(ShmFaults, PeerThatClosesAndExitsIsNamedClosedNotDead) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "5");
+  SharedBoard b;
+  ASSERT_NE(b.get(), nullptr);
+  pid_t child = fork();
+  if (child == 0) {
+    bool connected = false;
+    {
+      Rank self(1, 0xc105ed, 2);
+      Mesh m;  // closes the comms when it goes, before _exit
+      connected = self.ctx != nullptr && mesh_connect(b.get(), 1, 2, self.ctx, &m);
+    }
+    _exit(connected ? 0 : 1);
+  }
+  Rank self(0, 0xc105ed, 2);
+  Mesh m;
+  ASSERT_NE(self.ctx, nullptr);
+  ASSERT_TRUE(mesh_connect(b.get(), 0, 2, self.ctx, &m)) << b->error[0] << b->error[1];
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::vector<uint8_t> buf(64);
+  void* bufs[1] = {buf.data()};
+  size_t caps[1] = {buf.size()};
+  int tags[1] = {0};
+  void* req = nullptr;
+  zcx_status_t st = ops()->irecv(m.rc[1], 1, bufs, caps, tags, nullptr, &req);
+  for (int done = 0; st == ZCX_SUCCESS && !done;) st = ops()->test(req, &done, nullptr);
+  EXPECT_EQ(st, ZCX_ERR_REMOTE);
+  const std::string error = zcx::last_error();
+  EXPECT_NE(error.find("peer rank 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("closed the shm connection"), std::string::npos) << error;
+  EXPECT_EQ(error.find("died"), std::string::npos) << error;
+}
+
 TEST(ShmFaults, ExhaustedSharedMemoryIsAClearError) {
   const std::string cg = "/sys/fs/cgroup/memory/zcx-shm-test-" + std::to_string(getpid());
   if (mkdir(cg.c_str(), 0700) != 0)
