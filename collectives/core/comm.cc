@@ -191,21 +191,23 @@ std::string Comm::peer_name(int peer) const {
 // and what it sent is still in the transport (base/departures.h).
 int Comm::dead_member() {
   if (watches_.empty()) watches_.resize(world_.size());
-  for (int r = 0; r < nranks(); ++r) {
-    if (r == rank_ || host_of_[r] != host_of_[rank_]) continue;
-    if (!watches_[r]) {
-      auto w = std::make_unique<ProcessWatch>();
-      const int pid = ctx_->bootstrap().pid(world_[r]);
-      if (pid <= 0) continue;
-      if (w->open(pid) != Status::kSuccess) {  // exited before we looked
-        if (ctx_->left_cleanly(world_[r])) continue;
-        return r;
-      }
-      watches_[r] = std::move(w);
-    }
-    if (!watches_[r]->alive() && !ctx_->left_cleanly(world_[r])) return r;
-  }
+  for (int r = 0; r < nranks(); ++r)
+    if (r != rank_ && host_of_[r] == host_of_[rank_] && member_exited(r) &&
+        !ctx_->left_cleanly(world_[r]))
+      return r;
   return -1;
+}
+
+// Whether member r's process is known to have exited (its watch is opened on first use).
+bool Comm::member_exited(int r) {
+  if (!watches_[r]) {
+    const int pid = ctx_->bootstrap().pid(world_[r]);
+    if (pid <= 0) return false;
+    auto w = std::make_unique<ProcessWatch>();
+    if (w->open(pid) != Status::kSuccess) return true;  // exited before we looked
+    watches_[r] = std::move(w);
+  }
+  return !watches_[r]->alive();
 }
 
 std::string Comm::departed_note() {

@@ -156,6 +156,7 @@ class Comm final : public PeerLinks {
   Context& context() override { return *ctx_; }
   std::string peer_name(int peer) const override;
   int dead_member() override;
+  bool member_exited(int r);
   std::string departed_note() override;
   Status data_endpoint(int peer, Endpoint** ep, bool* staged) override;
   const DeviceIo* device_io() override;
