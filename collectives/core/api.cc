@@ -232,7 +232,6 @@ ZCX_API zcx_status_t zcx_comm_init_rank(zcx_comm_t* comm, int nranks, const zcx_
                   "zcx_comm_init_rank: bad arguments (rank %d of %d)", rank, nranks);
     UniqueId uid;
     ZCX_TRY(unique_id_decode(*id, &uid));
-    log_set_rank(rank);  // as zcx_init_rank does
     std::unique_ptr<Bootstrap> bs;
     ZCX_TRY(Bootstrap::init(uid, rank, nranks, &bs));
     std::unique_ptr<Context> ctx;

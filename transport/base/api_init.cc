@@ -78,7 +78,6 @@ ZCX_API zcx_status_t zcx_init_rank(zcx_context_t* ctx, int nranks, const zcx_uni
   Status s = unique_id_decode(*id, &uid);
   if (failed(s)) return to_c(s);
   config::warn_unknown_env();
-  log_set_rank(rank);
   std::unique_ptr<Bootstrap> bs;
   s = Bootstrap::init(uid, rank, nranks, &bs);
   return failed(s) ? to_c(s) : make_context(std::move(bs), ctx);
@@ -88,14 +87,8 @@ ZCX_API zcx_status_t zcx_init_from_env(zcx_context_t* ctx) {
   if (ctx == nullptr) return to_c(set_error(Status::kInvalidArg, kLogInit, "zcx_init_from_env: ctx is NULL"));
   *ctx = nullptr;
   config::warn_unknown_env();
-  LaunchInfo info;
-  Status s = launch_info_from_env(&info);
-  if (failed(s)) return to_c(s);
-  log_set_rank(info.rank);
-  ZCX_INFO(kLogInit, "launched by %s: rank %d of %d, root %s", info.source.c_str(), info.rank,
-           info.nranks, info.id.root.to_string().c_str());
   std::unique_ptr<Bootstrap> bs;
-  s = Bootstrap::init(info.id, info.rank, info.nranks, &bs);
+  Status s = Bootstrap::init_from_env(&bs);
   return failed(s) ? to_c(s) : make_context(std::move(bs), ctx);
 }
 

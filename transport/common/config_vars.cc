@@ -13,8 +13,7 @@ const config::StringParam debug_subsys{"ZCX_DEBUG_SUBSYS", "ALL",
     "PLUGIN,ENV,MEM,ALL); a leading ^ excludes the listed ones."};
 const config::StringParam debug_file{"ZCX_DEBUG_FILE", "",
     "Write the log to this file instead of stderr; %h host, %p pid, %r rank (before the "
-    "bootstrap: the launcher's, from ZCX_RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID "
-    "or RANK; x when none)."};
+    "bootstrap: the launcher's, read as zcx_init_from_env reads it; x when none)."};
 const config::DoubleParam timeout{"ZCX_TIMEOUT", 300.0,
     "Seconds any wait may last without progress before it fails with a timeout that names "
     "the peer. Bounds bootstrap, connection set-up and every transfer.", 0.001, 1e9};

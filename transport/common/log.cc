@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include "common/bootstrap/bootstrap.h"
 #include "common/config_vars.h"
 
 #include <fcntl.h>
@@ -84,20 +85,14 @@ uint32_t parse_mask(std::string text) {
   return exclude ? ~mask : (mask == 0 ? kLogAll : mask);
 }
 
-bool is_rank_text(const std::string& v) {
-  return !v.empty() && v.size() < 9 && v.find_first_not_of("0123456789") == std::string::npos;
-}
-
 // %r before the bootstrap has set the rank (the file opens at the first message): the rank
-// a launcher gave this process, else "x". Raw texts only: a parameter's warning would log,
-// and the logger is starting.
+// the launcher environment gives, as zcx_init_from_env reads it, else "x". Raw text only: a
+// parameter's warning would log, and the logger is starting.
 std::string launcher_rank() {
-  if (auto v = params::rank.raw(); v && is_rank_text(*v)) return *v;
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK"}) {
-    const char* v = getenv(name);
-    if (v != nullptr && is_rank_text(v)) return v;
-  }
-  return "x";
+  const std::optional<std::string> v = launcher_rank_text();
+  const bool digits = v && !v->empty() && v->size() < 9 &&
+                      v->find_first_not_of("0123456789") == std::string::npos;
+  return digits ? *v : "x";
 }
 
 std::string expand_file_name(const std::string& pattern, int rank) {

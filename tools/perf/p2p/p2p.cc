@@ -142,7 +142,6 @@ Status run(const P2pOptions& o, const std::vector<std::string>& args, Report* re
                      "(zcx-info lists the built ones)", o.provider.c_str());
   std::unique_ptr<Bootstrap> bs;
   ZCX_TRY(Bootstrap::init_from_env(&bs));
-  log_set_rank(bs->rank());
   *rank = bs->rank();
   if (bs->nranks() != 2)
     return set_error(Status::kInvalidUsage, kLogNet, "p2p needs exactly 2 ranks, the job has "

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct LaunchInfo {
   std::string source;  // "zcx-run", "mpirun", "srun", "torchrun", "ZCX_*"
 };
 Status launch_info_from_env(LaunchInfo* out);
+// The rank text of the launcher launch_info_from_env would take, unchecked, or nullopt:
+// for the logger before the bootstrap (it neither logs nor sets an error).
+std::optional<std::string> launcher_rank_text();
 // Parses a job secret as written in ZCX_SECRET: 1 to 16 hex digits, not all zero.
 Status parse_secret(const std::string& text, uint64_t* out);
 

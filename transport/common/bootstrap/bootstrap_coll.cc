@@ -21,6 +21,7 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::unique_ptr
                 nranks);
   ZCX_CHECK_ARG(id.secret != 0 && id.root.port() != 0, kLogBootstrap,
                 "unique id has no secret or no root port");
+  log_set_rank(rank);  // the log prefix and ZCX_DEBUG_FILE's %r, from here on
   auto bs = std::make_unique<SocketBootstrap>(id, rank, nranks);
   UniqueFd reserved = rank == 0 ? take_reserved_listener(id) : UniqueFd();
   ZCX_TRY(bs->start(std::move(reserved)));
@@ -31,7 +32,7 @@ Status Bootstrap::init(const UniqueId& id, int rank, int nranks, std::unique_ptr
 Status Bootstrap::init_from_env(std::unique_ptr<Bootstrap>* out) {
   LaunchInfo info;
   ZCX_TRY(launch_info_from_env(&info));
-  log_set_rank(info.rank);  // one rank per launched process: the log prefix shows it
+  log_set_rank(info.rank);  // already for the line below (init() sets it again)
   ZCX_INFO(kLogBootstrap, "launched by %s: rank %d of %d, root %s", info.source.c_str(), info.rank,
            info.nranks, info.id.root.to_string().c_str());
   return init(info.id, info.rank, info.nranks, out);

@@ -168,16 +168,43 @@ uint64_t derive_secret(const std::string& text) {
   return h == 0 ? 1 : h;
 }
 
+namespace {
+
+enum class Launcher { kNone, kZcx, kTorchrun, kMpirun, kSrun };
+
+// The first launcher whose variables are set, in this order.
+Launcher detect_launcher() {
+  if (params::rank.raw()) return Launcher::kZcx;
+  if (env("RANK") && env("WORLD_SIZE") && env("MASTER_ADDR")) return Launcher::kTorchrun;
+  if (env("OMPI_COMM_WORLD_RANK")) return Launcher::kMpirun;
+  if (env("SLURM_PROCID") && env("SLURM_NTASKS")) return Launcher::kSrun;
+  return Launcher::kNone;
+}
+
+}  // namespace
+
+std::optional<std::string> launcher_rank_text() {
+  switch (detect_launcher()) {
+    case Launcher::kZcx: return params::rank.raw();
+    case Launcher::kTorchrun: return env("RANK");
+    case Launcher::kMpirun: return env("OMPI_COMM_WORLD_RANK");
+    case Launcher::kSrun: return env("SLURM_PROCID");
+    case Launcher::kNone: break;
+  }
+  return std::nullopt;
+}
+
 Status launch_info_from_env(LaunchInfo* out) {
   ZCX_CHECK_ARG(out != nullptr, kLogBootstrap, "launch info output is NULL");
   LaunchInfo info;
-  if (params::rank.raw())
+  const Launcher launcher = detect_launcher();
+  if (launcher == Launcher::kZcx)
     ZCX_TRY(from_zcx(&info));
-  else if (env("RANK") && env("WORLD_SIZE") && env("MASTER_ADDR"))
+  else if (launcher == Launcher::kTorchrun)
     ZCX_TRY(from_torchrun(&info));
-  else if (env("OMPI_COMM_WORLD_RANK"))
+  else if (launcher == Launcher::kMpirun)
     ZCX_TRY(from_mpirun(&info));
-  else if (env("SLURM_PROCID") && env("SLURM_NTASKS"))
+  else if (launcher == Launcher::kSrun)
     ZCX_TRY(from_srun(&info));
   else
     return set_error(Status::kInvalidArg, kLogBootstrap,
