@@ -134,6 +134,19 @@ TEST(ZcxPerfColl, BadOptionsAndHelp) {
   EXPECT_NE(root.err.find("-r 2 is not a rank of this 2-rank job"), std::string::npos) << root.err;
 }
 
+// nccl-tests' spellings (its binaries are all_reduce_perf, reduce_scatter_perf, ...) name the
+// same collectives; the table and the JSON use zcx's names.
+TEST(ZcxPerfColl, NcclTestsNamesAreAccepted) {
+  for (const auto& [spelled, name] : {std::pair{"reduce_scatter", "reducescatter"},
+                                      {"all_gather", "allgather"}, {"all_reduce", "allreduce"}}) {
+    ToolResult r = run_tool(kRun + " -np 2 --timeout 60 -- " + kPerf + " coll " + spelled +
+                            " -b 64 -e 64 -n 2 -w 1 --reps 1");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(std::string("# zcx-perf coll ") + name + ": nranks 2"), std::string::npos)
+        << r.out;
+  }
+}
+
 // No CUDA driver (forced: a library name that does not exist): every rank says why, at once.
 TEST(ZcxPerfColl, DeviceGpuWithoutADriverFailsClearly) {
   ToolResult r = run_tool("ZCX_CUDA_DRIVER_LIBRARY=libcuda-absent.so.1 " + kRun +

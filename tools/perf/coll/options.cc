@@ -24,11 +24,14 @@ constexpr NamedDtype kDtypes[] = {
     {"float16", ZCX_FLOAT16},   {"bf16", ZCX_BFLOAT16},     {"float32", ZCX_FLOAT32},
     {"float64", ZCX_FLOAT64}};
 
-bool is_op(const std::string& op) {
+// The collective's name without underscores, so nccl-tests' spellings (all_reduce,
+// all_gather, reduce_scatter: its binaries' names) also work; "" when unknown.
+std::string canonical_op(std::string name) {
+  std::erase(name, '_');
   for (const char* known : {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
                             "alltoall", "sendrecv"})
-    if (op == known) return true;
-  return false;
+    if (name == known) return name;
+  return "";
 }
 
 std::string parse_dtype(const std::string& text, zcx_dtype_t* out) {
@@ -96,10 +99,9 @@ bool take_linear_factor(std::vector<std::string>* args, bool* has_factor) {
 }  // namespace
 
 std::string parse_coll_options(std::vector<std::string> args, CollOptions* o) {
-  if (args.empty() || !is_op(args[0]))
-    return args.empty() ? "which collective? (allreduce, broadcast, ...)"
-                        : "unknown collective '" + args[0] + "'";
-  o->op = args[0];
+  if (args.empty()) return "which collective? (allreduce, broadcast, ...)";
+  o->op = canonical_op(args[0]);
+  if (o->op.empty()) return "unknown collective '" + args[0] + "'";
   args.erase(args.begin());
   o->sweep.iters = kDefaultIters;
   o->sweep.warmup = kDefaultWarmup;
