@@ -189,13 +189,14 @@ std::string Comm::peer_name(int peer) const {
 // through their pids from the bootstrap; members elsewhere are not (their links report it).
 // A member that finalized cleanly before it exited is not dead: it had finished its part,
 // and what it sent is still in the transport (base/departures.h).
-int Comm::dead_member() {
+std::vector<int> Comm::dead_members() {
   if (watches_.empty()) watches_.resize(world_.size());
+  std::vector<int> dead;
   for (int r = 0; r < nranks(); ++r)
     if (r != rank_ && host_of_[r] == host_of_[rank_] && member_exited(r) &&
         !ctx_->left_cleanly(world_[r]))
-      return r;
-  return -1;
+      dead.push_back(r);
+  return dead;
 }
 
 // Whether member r's process is known to have exited (its watch is opened on first use).

@@ -155,7 +155,7 @@ class Comm final : public PeerLinks {
   Status endpoint(int peer, Endpoint** ep) override;
   Context& context() override { return *ctx_; }
   std::string peer_name(int peer) const override;
-  int dead_member() override;
+  std::vector<int> dead_members() override;
   bool member_exited(int r);
   std::string departed_note() override;
   Status data_endpoint(int peer, Endpoint** ep, bool* staged) override;

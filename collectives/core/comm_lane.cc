@@ -203,11 +203,11 @@ Status Comm::lane_stalled(LaneOp& lo, int peer) {
     ZCX_TRY(lane_mismatch(lo, peer, theirs));
   if (now - lo.moved_ns > 1'000'000'000 && now >= lo.member_check_ns) {
     lo.member_check_ns = now + 500'000'000;
-    const int dead = dead_member();
-    if (dead >= 0)
+    const std::vector<int> dead = dead_members();
+    if (!dead.empty())
       return set_error(Status::kRemote, kLogColl, "%s: %s died (its process exited); waiting "
                        "for %s in the shared lane", desc_describe(lo.desc).c_str(),
-                       peer_name(dead).c_str(), peer_name(peer).c_str());
+                       peer_names(dead).c_str(), peer_name(peer).c_str());
   }
   if (now - lo.moved_ns <= timeout_ms_ * 1'000'000) return Status::kSuccess;
   return set_error(Status::kTimeout, kLogColl, "%s: no contribution from %s in the shared lane "

@@ -270,18 +270,30 @@ Status Executor::check_members(int64_t now) {
   if (now - last_progress_ns_ < kFirstCheckNs || now < next_member_check_ns_)
     return Status::kSuccess;
   next_member_check_ns_ = now + kRecheckNs;
-  const int dead = links_->dead_member();
-  if (dead < 0) return Status::kSuccess;
+  const std::vector<int> dead = links_->dead_members();
+  if (dead.empty()) return Status::kSuccess;
   return set_error(Status::kRemote, kLogColl, "%s: %s died (its process exited); %s",
-                   what().c_str(), links_->peer_name(dead).c_str(), waiting_for().c_str());
+                   what().c_str(), links_->peer_names(dead).c_str(), waiting_for().c_str());
 }
 
 std::string Executor::what() const { return desc_describe(desc_); }
 
 Status Executor::fail(Status st, const Task& t, const char* action) {
   std::string cause = last_error();
-  return set_error(st, kLogColl, "%s: %s %s failed: %s", what().c_str(), action,
-                   links_->peer_name(t.peer).c_str(), cause.c_str());
+  return set_error(st, kLogColl, "%s: %s %s failed: %s%s", what().c_str(), action,
+                   links_->peer_name(t.peer).c_str(), cause.c_str(),
+                   st == Status::kAborted ? "" : exited_note(t.peer).c_str());
+}
+
+// A link fails when its peer closed or died, and that peer may have closed because it failed
+// on a member that died: the member this rank was never linked to is named too, so that
+// every survivor on its host names the dead rank (not only the neighbour that gave up).
+std::string Executor::exited_note(int peer) {
+  std::string note;
+  for (int dead : links_->dead_members())
+    note += "; " + links_->peer_name(dead) +
+            (dead == peer ? " has exited" : " died (its process exited)");
+  return note;
 }
 
 std::string Executor::waiting_for() const {

@@ -34,9 +34,16 @@ class PeerLinks {
   virtual Status endpoint(int peer, Endpoint** ep) = 0;  // lazy connection
   virtual Context& context() = 0;
   virtual std::string peer_name(int peer) const = 0;     // "rank 3 (hostB)"
-  // A member whose process is known to have exited (checked while an operation stalls, so
-  // that ranks not linked to a dead rank still name it), or -1.
-  virtual int dead_member() { return -1; }
+  // The members whose processes are known to have exited without finalizing, in rank order
+  // (checked while an operation stalls or after a link failed, so that ranks not linked to
+  // a dead rank still name it).
+  virtual std::vector<int> dead_members() { return {}; }
+  // "rank 2 of 'world' (...)", or "rank 0 of 'world' (...) and rank 2 of 'world' (...)".
+  std::string peer_names(const std::vector<int>& peers) const {
+    std::string out;
+    for (int p : peers) out += (out.empty() ? "" : " and ") + peer_name(p);
+    return out;
+  }
   // "; rank 2 of 'world' (...) finalized and exited before this operation ended" for each
   // member that left cleanly (not dead, but never coming back), else "": a timeout says it.
   virtual std::string departed_note() { return ""; }
@@ -95,6 +102,7 @@ class Executor {
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);
   Status fail(Status st, const Task& t, const char* action);
+  std::string exited_note(int peer);
   Status timeout_error() const;
   std::string what() const;  // "allreduce #7 on comm 'world'", built only for messages
   std::string waiting_for() const;  // "waiting for rank 3 of 'world' (...)"

@@ -1,7 +1,7 @@
 // Which ranks of this host finalized before their process exited.
 //
 // A collective that stalls looks for a member on its host whose process has exited, so that
-// a rank not linked to a dead one still names it (collectives/core/comm.cc, dead_member).
+// a rank not linked to a dead one still names it (collectives/core/comm.cc, dead_members).
 // A rank that finished its last operation and then exited normally is not dead: its sends
 // are already in the transport, where its peers still read them. Only the rank itself knows
 // it left cleanly, and it is gone when the question is asked, so every rank publishes one
