@@ -6,9 +6,8 @@ set(zcx_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/zcx)
 install(TARGETS zcx EXPORT zcxTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES transport/include/zcx/zcx.h transport/include/zcx/zcx.hpp
-              collectives/include/zcx/coll.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zcx)
+install(DIRECTORY transport/include/zcx collectives/include/zcx
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN coll_mpi.h EXCLUDE)
 install(EXPORT zcxTargets NAMESPACE zcx:: DESTINATION ${zcx_cmake_dir})
 if(TARGET zcx_mpi)
   install(TARGETS zcx_mpi EXPORT zcxMpiTargets
