@@ -1,7 +1,8 @@
 // The installed package as a user meets it: `cmake --install` into a fresh prefix, then a
 // project outside the tree (tests/tools/install_consumer) built against it with
 // find_package(zcx) and with pkg-config, run under the installed zcx-run (and mpirun for
-// the "mpi" component). Each test installs into its own temporary prefix.
+// the "mpi" component). Each test installs into its own temporary prefix. The consumer is
+// built with zcx's own compiler and linker flags (a sanitizer build needs them).
 #include "tool_runner.h"
 
 #include <gtest/gtest.h>
@@ -44,8 +45,10 @@ class Install : public testing::Test {
     const std::string build = root_ + "/consumer";
     ToolResult r = run_tool(std::string("'") + ZCX_TEST_CMAKE + "' -G '" + ZCX_TEST_GENERATOR +
                             "' -S '" + ZCX_TEST_CONSUMER_DIR + "' -B " + build +
-                            " -DCMAKE_PREFIX_PATH=" + prefix_ + " && '" + ZCX_TEST_CMAKE +
-                            "' --build " + build);
+                            " -DCMAKE_PREFIX_PATH=" + prefix_ + " '-DCMAKE_C_FLAGS=" +
+                            ZCX_TEST_C_FLAGS + "' '-DCMAKE_CXX_FLAGS=" + ZCX_TEST_CXX_FLAGS +
+                            "' '-DCMAKE_EXE_LINKER_FLAGS=" + ZCX_TEST_LINK_FLAGS + "' && '" +
+                            ZCX_TEST_CMAKE + "' --build " + build);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   }
   // Runs `program` on np ranks under the installed zcx-run; each rank must print "ok".
@@ -76,7 +79,8 @@ TEST_F(Install, FindPackageAndPkgConfigConsumersBuildAndRun) {
   ASSERT_EQ(where.exit_code, 0) << where.err;
   EXPECT_EQ(fs::canonical(where.out.substr(0, where.out.find('\n'))), fs::canonical(prefix_ + "/lib"));
   const std::string program = root_ + "/pc_consumer";
-  ToolResult cc = run_tool(std::string("'") + ZCX_TEST_C_COMPILER + "' -o " + program + " '" +
+  ToolResult cc = run_tool(std::string("'") + ZCX_TEST_C_COMPILER + "' " + ZCX_TEST_C_FLAGS + " " +
+                           ZCX_TEST_LINK_FLAGS + " -o " + program + " '" +
                            ZCX_TEST_CONSUMER_DIR + "/consumer_coll.c' $(" + pc +
                            "--cflags --libs zcx) -Wl,-rpath," + prefix_ + "/lib");
   ASSERT_EQ(cc.exit_code, 0) << cc.out << cc.err;
