@@ -292,7 +292,7 @@ std::string Executor::exited_note(int peer) {
   std::string note;
   for (int dead : links_->dead_members())
     note += "; " + links_->peer_name(dead) +
-            (dead == peer ? " has exited" : " died (its process exited)");
+            (dead == peer ? " has exited without finalizing" : " died (its process exited)");
   return note;
 }
 

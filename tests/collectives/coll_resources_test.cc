@@ -28,9 +28,9 @@ constexpr int kRanks = 3;
 constexpr int kRounds = 6;
 constexpr size_t kLarge = size_t{4} << 20;  // floats: 16 MiB, more than the bulk lane holds
 
-// AddressSanitizer's allocator maps memory of its own as it goes (quarantine, size classes):
-// under it the mappings are counted but not compared.
-#if defined(__SANITIZE_ADDRESS__)
+// A sanitizer's runtime maps memory of its own as it goes (ASan's quarantine and size
+// classes, TSan's shadow): under one the mappings are counted but not compared.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kCompareMaps = false;
 #else
 constexpr bool kCompareMaps = true;

@@ -77,7 +77,8 @@ TEST_F(Install, FindPackageAndPkgConfigConsumersBuildAndRun) {
   const std::string pc = "PKG_CONFIG_PATH=" + prefix_ + "/lib/pkgconfig pkg-config ";
   ToolResult where = run_tool(pc + "--variable=libdir zcx");
   ASSERT_EQ(where.exit_code, 0) << where.err;
-  EXPECT_EQ(fs::canonical(where.out.substr(0, where.out.find('\n'))), fs::canonical(prefix_ + "/lib"));
+  const std::string libdir = where.out.substr(0, where.out.find('\n'));
+  EXPECT_EQ(fs::canonical(libdir), fs::canonical(prefix_ + "/lib"));
   const std::string program = root_ + "/pc_consumer";
   ToolResult cc = run_tool(std::string("'") + ZCX_TEST_C_COMPILER + "' " + ZCX_TEST_C_FLAGS + " " +
                            ZCX_TEST_LINK_FLAGS + " -o " + program + " '" +
