@@ -190,7 +190,10 @@ std::string Comm::peer_name(int peer) const {
 // A member that finalized cleanly before it exited is not dead: it had finished its part,
 // and what it sent is still in the transport (base/departures.h).
 std::vector<int> Comm::dead_members() {
-  if (watches_.empty()) watches_.resize(world_.size());
+  if (watches_.empty()) {
+    watches_.resize(world_.size());
+    exited_.resize(world_.size());
+  }
   std::vector<int> dead;
   for (int r = 0; r < nranks(); ++r)
     if (r != rank_ && host_of_[r] == host_of_[rank_] && member_exited(r) &&
@@ -199,16 +202,24 @@ std::vector<int> Comm::dead_members() {
   return dead;
 }
 
-// Whether member r's process is known to have exited (its watch is opened on first use).
+// Whether member r's process is known to have exited (its watch is opened on first use,
+// and closed once it has told).
 bool Comm::member_exited(int r) {
+  if (exited_[r]) return true;
   if (!watches_[r]) {
     const int pid = ctx_->bootstrap().pid(world_[r]);
     if (pid <= 0) return false;
     auto w = std::make_unique<ProcessWatch>();
-    if (w->open(pid) != Status::kSuccess) return true;  // exited before we looked
+    if (w->open(pid) != Status::kSuccess) {  // exited before we looked
+      exited_[r] = 1;
+      return true;
+    }
     watches_[r] = std::move(w);
   }
-  return !watches_[r]->alive();
+  if (watches_[r]->alive()) return false;
+  watches_[r].reset();
+  exited_[r] = 1;
+  return true;
 }
 
 std::string Comm::departed_note() {
