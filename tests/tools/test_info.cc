@@ -24,6 +24,31 @@ TEST(ZcxInfo, PrintsVersionFeaturesAndProviders) {
         << ops->name << " missing from:\n" << r.out;
 }
 
+// A provider without a device says why, from what it logged while looking (the libraries
+// are forced absent, so this holds on any machine).
+TEST(ZcxInfo, ProviderWithoutADeviceSaysWhy) {
+  if (provider_find("ib") == nullptr && provider_find("cuda_ipc") == nullptr)
+    GTEST_SKIP() << "this build has neither the ib nor the cuda_ipc provider";
+  ToolResult r = run_tool("ZCX_IB_LIBRARY=libibverbs-absent.so.1 "
+                          "ZCX_CUDA_DRIVER_LIBRARY=libcuda-absent.so.1 " + kInfo);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (provider_find("ib") != nullptr) {
+    EXPECT_NE(r.out.find("provider ib (wire id 3, flags needs-registration)\n  no device: no RDMA "
+                         "devices: cannot load libibverbs-absent.so.1 ("),
+              std::string::npos) << r.out;
+  }
+  if (provider_find("cuda_ipc") != nullptr) {
+    EXPECT_NE(r.out.find("  no device: no CUDA driver: libcuda-absent.so.1: "), std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(r.err.find("zcx INFO"), std::string::npos) << "the kept lines leaked: " << r.err;
+  // With ZCX_DEBUG set, the log itself says it (on stderr) and the line is plain.
+  ToolResult logged = run_tool("ZCX_DEBUG=INFO ZCX_IB_LIBRARY=libibverbs-absent.so.1 " + kInfo);
+  if (provider_find("ib") != nullptr) {
+    EXPECT_NE(logged.err.find("ib: no RDMA devices: cannot load"), std::string::npos) << logged.err;
+  }
+}
+
 TEST(ZcxInfo, ConfigListsEveryVariableWithValue) {
   ToolResult r = run_tool("ZCX_TIMEOUT=17.5 ZCX_SECRET=00112233445566ff " + kInfo + " -c");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -3,6 +3,7 @@
 
 #include "base/provider.h"
 #include "base/registry.h"
+#include "common/log.h"
 #include "common/socket.h"
 
 #include <zcx/config.h>
@@ -12,11 +13,49 @@
 #endif
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 namespace zcx::info {
 namespace {
+
+// A provider that finds no device says why in the log ("ib: no RDMA devices found ...").
+// While one looks for devices, its log lines are kept instead of printed, and the last one
+// is shown beside "no device". Not when the user set ZCX_DEBUG: their log shows it then.
+std::string g_last_line;
+
+void keep_last_line(LogLevel level, uint32_t, const char*, int, const char* message) {
+  if (level <= LogLevel::kInfo) g_last_line = message;
+}
+
+// ": <reason>" from the kept line, without the provider's name and "no device: " in front.
+std::string why_no_device(const std::string& provider) {
+  std::string reason = g_last_line;
+  for (const std::string& lead : {provider + ": ", std::string("no device: ")})
+    if (reason.rfind(lead, 0) == 0) reason.erase(0, lead.size());
+  return reason.empty() ? "" : ": " + reason;
+}
+
+class DiscoveryLog {
+ public:
+  DiscoveryLog() : keep_(std::getenv("ZCX_DEBUG") == nullptr) {
+    g_last_line.clear();
+    if (!keep_) return;
+    log_set_sink(keep_last_line);
+    log_set_level(LogLevel::kInfo);
+  }
+  ~DiscoveryLog() { stop(); }
+  void stop() {
+    if (!keep_) return;
+    keep_ = false;
+    log_set_sink(nullptr);
+    log_reload();  // the level from ZCX_DEBUG again
+  }
+
+ private:
+  bool keep_;
+};
 
 std::string mem_kinds(uint32_t kinds) {
   std::string out;
@@ -80,6 +119,7 @@ void print_provider(const zcx_provider_ops_t* ops) {
   self.nranks = 1;
   std::snprintf(self.host, sizeof self.host, "%s", local_host_name().c_str());
   void* ctx = nullptr;
+  DiscoveryLog discovery;
   zcx_status_t s = ops->init(&self, &ctx);
   if (s != ZCX_SUCCESS) {
     std::printf("  not usable here: %s (%s)\n", zcx_status_string(s), zcx_get_last_error());
@@ -87,10 +127,11 @@ void print_provider(const zcx_provider_ops_t* ops) {
   }
   int ndev = 0;
   s = ops->devices(ctx, &ndev);
+  discovery.stop();
   if (s != ZCX_SUCCESS)
     std::printf("  device discovery failed: %s (%s)\n", zcx_status_string(s), zcx_get_last_error());
   else if (ndev == 0)
-    std::printf("  no device\n");
+    std::printf("  no device%s\n", why_no_device(ops->name).c_str());
   for (int dev = 0; s == ZCX_SUCCESS && dev < ndev; ++dev) print_device(ops, ctx, dev);
   if (ops->finalize(ctx) != ZCX_SUCCESS)
     std::printf("  finalize failed: %s\n", zcx_get_last_error());
