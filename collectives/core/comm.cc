@@ -1,4 +1,4 @@
-// Communicator: planning, the operation queue, lazy endpoints, sticky errors, split.
+// Communicator: planning, the operation queue, lazy endpoints, sticky errors (split: comm_split.cc).
 #include "core/comm.h"
 
 #include "core/gpu_runner.h"
@@ -34,13 +34,6 @@ bool yield_at_once(bool oversubscribed) {
   if (v != "auto")
     ZCX_WARN(kLogColl, "ZCX_COLL_YIELD=%s is not auto, on or off: using auto", v.c_str());
   return oversubscribed;
-}
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t h = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
 }
 
 size_t sum(const size_t* a, int n) { return a ? std::accumulate(a, a + n, size_t{0}) : 0; }
@@ -498,32 +491,6 @@ Status Comm::fail_aborted() {
 void Comm::abort() {
   (void)fail_aborted();
   if (owned_ctx_) owned_ctx_->abort();
-}
-
-Status Comm::split(int color, int key, std::unique_ptr<Comm>* out) {
-  int64_t mine[2] = {color, key};
-  std::vector<int64_t> all(2 * world_.size());
-  OpArgs a;
-  a.kind = CollKind::kAllgather;
-  a.sendbuf = mine;
-  a.recvbuf = all.data();
-  a.count = 2;
-  a.dtype = ZCX_INT64;
-  ZCX_TRY(run(a));
-  *out = nullptr;
-  if (color < 0) return Status::kSuccess;
-  std::vector<std::pair<int64_t, int>> members;  // (key, old rank)
-  for (int r = 0; r < nranks(); ++r)
-    if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
-  std::sort(members.begin(), members.end());
-  std::vector<int> world;
-  int newrank = -1;
-  for (auto& m : members) {
-    if (m.second == rank_) newrank = static_cast<int>(world.size());
-    world.push_back(world_[m.second]);
-  }
-  return create(ctx_, nullptr, std::move(world), newrank, mix(mix(id_, seq_), color),
-                name_ + "/" + std::to_string(color), out);
 }
 
 }  // namespace zcx::coll

@@ -139,6 +139,7 @@ class Comm final : public PeerLinks {
   Status post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* op);
   Status test(Op& op, bool* done);
   Status wait(Op& op);  // bounded: every executor times out after ZCX_TIMEOUT idle
+  // A new communicator, with a context of its own (comm_split.cc).
   Status split(int color, int key, std::unique_ptr<Comm>* out);
   // Waits for every queued operation (bounded: each fails after ZCX_TIMEOUT without progress).
   Status drain();
@@ -171,6 +172,7 @@ class Comm final : public PeerLinks {
   void refresh_tuning();
   Status progress();
   Status fail_queue(Status st);  // records st as the sticky error; returns it
+  Status gather(const void* mine, void* all, size_t bytes);  // allgather of bytes per rank
   Status fail_aborted();         // fail_queue(kAborted) with "was aborted" as the message
   void index_hosts();
   bool host_oversubscribed() const;

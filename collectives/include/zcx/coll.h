@@ -106,11 +106,15 @@ ZCX_API zcx_status_t zcx_comm_init_rank(zcx_comm_t* comm, int nranks, const zcx_
                                         int rank, const zcx_comm_config_t* config);
 /* From ZCX_RANK/ZCX_NRANKS/ZCX_ROOT or the mpirun/srun/torchrun variables. */
 ZCX_API zcx_status_t zcx_comm_init_env(zcx_comm_t* comm, const zcx_comm_config_t* config);
-/* Over an existing context (the communicator does not own it; destroy the comm first). */
+/* Over an existing context (the communicator does not own it; destroy the comm first).
+ * Communicators over one context share its connections, whose messages are matched in
+ * order: operations of two of them must not be in flight at the same time. */
 ZCX_API zcx_status_t zcx_comm_init_context(zcx_comm_t* comm, zcx_context_t ctx,
                                            const zcx_comm_config_t* config);
 /* Collective over comm. Ranks passing the same color form a new communicator, ordered by
- * key then by old rank. color ZCX_SPLIT_NOCOLOR: *newcomm = NULL. */
+ * key then by old rank. color ZCX_SPLIT_NOCOLOR: *newcomm = NULL. The new communicator has a
+ * context (bootstrap, connections) of its own, as ncclCommSplit: its operations may be in
+ * flight together with its parent's, in any order, from other threads too. */
 #define ZCX_SPLIT_NOCOLOR (-1)
 ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_comm_t* newcomm,
                                     const zcx_comm_config_t* config);

@@ -1,0 +1,108 @@
+// Communicators of one job with operations in flight at the same time (3 processes, over shm
+// and tcp, shared lane on and off): a parent and the communicator split from it, each with a
+// request-based allreduce outstanding, issued in the same order on every rank and in the
+// opposite order on one rank; and two threads, each running allreduces on its own
+// communicator. MPI and NCCL users rely on both (overlapping groups, e.g. FSDP's hybrid
+// sharding). While a split shared its parent's connections, every case failed within its first
+// operations ("message with tag ... matches no buffer of the posted receive").
+#include "process_ranks.h"
+
+#include <zcx/coll.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace zcx {
+namespace {
+
+constexpr int kRanks = 3;
+constexpr int kRounds = 8;
+constexpr size_t kCount = size_t{1} << 18;  // floats: 1 MiB, ring over the transport
+
+std::string failed(const char* what) { return std::string(what) + ": " + zcx_get_last_error(); }
+
+bool summed(const std::vector<float>& v, int n) {
+  return v.front() == float(n * (n + 1) / 2) && v.back() == v.front();
+}
+
+// Request-based allreduces on both communicators at once; rank `odd` issues them the other
+// way round (-1: nobody does).
+std::string overlapped(zcx_comm_t a, zcx_comm_t b, int rank, int n, int odd) {
+  std::vector<float> va(kCount), vb(kCount / 4 + 3);
+  for (int round = 0; round < kRounds; ++round) {
+    std::fill(va.begin(), va.end(), float(rank + 1));
+    std::fill(vb.begin(), vb.end(), float(rank + 1));
+    zcx_coll_request_t ra = nullptr, rb = nullptr;
+    auto post = [&](zcx_comm_t c, std::vector<float>& v, zcx_coll_request_t* r) {
+      return zcx_iallreduce(v.data(), v.data(), v.size(), ZCX_FLOAT32, ZCX_SUM, c, nullptr, r);
+    };
+    const bool swapped = rank == odd;
+    if (swapped ? post(b, vb, &rb) || post(a, va, &ra) : post(a, va, &ra) || post(b, vb, &rb))
+      return failed("posting");
+    if (zcx_coll_wait(ra) != ZCX_SUCCESS || zcx_coll_wait(rb) != ZCX_SUCCESS)
+      return failed(("round " + std::to_string(round)).c_str());
+    if (!summed(va, n) || !summed(vb, n)) return "round " + std::to_string(round) + ": wrong sums";
+  }
+  return "";
+}
+
+// Allreduces on `c` from this thread; "" or what failed.
+std::string allreduces(zcx_comm_t c, int rank, int n, size_t count) {
+  std::vector<float> v(count);
+  for (int round = 0; round < 4 * kRounds; ++round) {
+    std::fill(v.begin(), v.end(), float(rank + 1));
+    if (zcx_allreduce(v.data(), v.data(), count, ZCX_FLOAT32, ZCX_SUM, c, nullptr))
+      return failed("threaded allreduce");
+    if (!summed(v, n)) return "threaded allreduce: wrong sums";
+  }
+  return "";
+}
+
+std::string threaded(zcx_comm_t a, zcx_comm_t b, int rank, int n) {
+  std::string ea, eb;
+  std::thread t([&] { eb = allreduces(b, rank, n, kCount / 8 + 1); });
+  ea = allreduces(a, rank, n, kCount);
+  t.join();
+  return ea.empty() ? eb : ea;
+}
+
+int concurrent_rank(const char* provider, const char* lane, int rank, int fd) {
+  setenv("ZCX_PROVIDERS", provider, 1);
+  setenv("ZCX_SOCKET_IFNAME", "lo", 1);
+  setenv("ZCX_COLL_SHARED_LANE", lane, 1);
+  zcx_comm_t a = nullptr, b = nullptr;
+  if (zcx_comm_init_env(&a, nullptr) != ZCX_SUCCESS)
+    return dprintf(fd, "ERROR %s\n", failed("init").c_str()), 2;
+  std::string error;
+  if (zcx_comm_split(a, 0, kRanks - rank, &b, nullptr) != ZCX_SUCCESS) error = failed("split");
+  if (error.empty()) error = overlapped(a, b, rank, kRanks, -1);
+  if (error.empty()) error = overlapped(a, b, rank, kRanks, 1);
+  if (error.empty()) error = threaded(a, b, rank, kRanks);
+  if (b != nullptr && zcx_comm_destroy(b) != ZCX_SUCCESS && error.empty()) error = failed("destroy");
+  if (zcx_comm_destroy(a) != ZCX_SUCCESS && error.empty()) error = failed("destroy");
+  dprintf(fd, "%s%s\n", error.empty() ? "OK" : "ERROR ", error.c_str());
+  return error.empty() ? 0 : 2;
+}
+
+class CollConcurrent : public test::ProviderParamTest {};
+
+TEST_P(CollConcurrent, ParentAndSplitRunAtOnce) {
+  test::CleanLaunchEnv clean;
+  const char* provider = GetParam();
+  for (const char* lane : {"0", "1"}) {
+    auto results = test::run_rank_processes(kRanks, 120 * 1000, [&](int rank, int fd) {
+      return concurrent_rank(provider, lane, rank, fd);
+    });
+    for (int r = 0; r < kRanks; ++r)
+      EXPECT_EQ(results[r].exit_code, 0)
+          << provider << " lane " << lane << " rank " << r << ": " << results[r].report;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, CollConcurrent, ::testing::Values("shm", "tcp"),
+                         test::provider_param_name);
+
+}  // namespace
+}  // namespace zcx
