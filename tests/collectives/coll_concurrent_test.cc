@@ -68,10 +68,8 @@ std::string threaded(zcx_comm_t a, zcx_comm_t b, int rank, int n) {
   return ea.empty() ? eb : ea;
 }
 
-int concurrent_rank(const char* provider, const char* lane, int rank, int fd) {
-  setenv("ZCX_PROVIDERS", provider, 1);
-  setenv("ZCX_SOCKET_IFNAME", "lo", 1);
-  setenv("ZCX_COLL_SHARED_LANE", lane, 1);
+int concurrent_rank(const char* provider, int rank, int fd) {
+  test::use_provider(provider);
   zcx_comm_t a = nullptr, b = nullptr;
   if (zcx_comm_init_env(&a, nullptr) != ZCX_SUCCESS)
     return dprintf(fd, "ERROR %s\n", failed("init").c_str()), 2;
@@ -91,14 +89,11 @@ class CollConcurrent : public test::ProviderParamTest {};
 TEST_P(CollConcurrent, ParentAndSplitRunAtOnce) {
   test::CleanLaunchEnv clean;
   const char* provider = GetParam();
-  for (const char* lane : {"0", "1"}) {
-    auto results = test::run_rank_processes(kRanks, 120 * 1000, [&](int rank, int fd) {
-      return concurrent_rank(provider, lane, rank, fd);
-    });
+  auto rank_main = [&](int rank, int fd) { return concurrent_rank(provider, rank, fd); };
+  for (const test::LaneRun& run : test::run_lane_on_and_off(kRanks, 120 * 1000, rank_main))
     for (int r = 0; r < kRanks; ++r)
-      EXPECT_EQ(results[r].exit_code, 0)
-          << provider << " lane " << lane << " rank " << r << ": " << results[r].report;
-  }
+      EXPECT_EQ(run.ranks[r].exit_code, 0)
+          << provider << " lane " << run.lane << " rank " << r << ": " << run.ranks[r].report;
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CollConcurrent, ::testing::Values("shm", "tcp"),

@@ -116,8 +116,7 @@ std::string round_trip(int round, std::vector<float>& big) {
 }
 
 int resources_rank(const char* provider, int fd) {
-  setenv("ZCX_PROVIDERS", provider, 1);
-  setenv("ZCX_SOCKET_IFNAME", "lo", 1);
+  test::use_provider(provider);
   std::vector<float> big(kLarge);
   const Resources start = resources_now();
   std::string error = round_trip(0, big);
@@ -134,8 +133,7 @@ int resources_rank(const char* provider, int fd) {
 // Ranks 0 and 1 after a round: a communicator whose rank 2 exits without finalizing. Their
 // allreduce fails (naming rank 2), they destroy the communicator, and nothing of it stays.
 int survivor_rank(const char* provider, int rank, int fd) {
-  setenv("ZCX_PROVIDERS", provider, 1);
-  setenv("ZCX_SOCKET_IFNAME", "lo", 1);
+  test::use_provider(provider);
   std::vector<float> big(kLarge);
   std::string error = round_trip(0, big);
   const Resources before = resources_now();

@@ -47,10 +47,8 @@ std::string allreduces(zcx_comm_t comm) {
   return "";
 }
 
-int signalled_rank(const char* provider, const char* lane, int fd) {
-  setenv("ZCX_PROVIDERS", provider, 1);
-  setenv("ZCX_SOCKET_IFNAME", "lo", 1);
-  setenv("ZCX_COLL_SHARED_LANE", lane, 1);
+int signalled_rank(const char* provider, int fd) {
+  test::use_provider(provider);
   start_signal_storm();
   zcx_comm_t comm = nullptr;
   std::string error;
@@ -72,15 +70,14 @@ class CollSignals : public test::ProviderParamTest {};
 TEST_P(CollSignals, CollectivesCompleteUnderASignalStorm) {
   test::CleanLaunchEnv clean;
   const char* provider = GetParam();
-  for (const char* lane : {"1", "0"}) {
-    auto results = test::run_rank_processes(kRanks, 120 * 1000, [&](int, int fd) {
-      return signalled_rank(provider, lane, fd);
-    });
+  auto rank_main = [&](int, int fd) { return signalled_rank(provider, fd); };
+  for (const test::LaneRun& run : test::run_lane_on_and_off(kRanks, 120 * 1000, rank_main)) {
     for (int r = 0; r < kRanks; ++r) {
-      printf("[signals] %s lane %s rank %d: %s", provider, lane, r, results[r].report.c_str());
-      EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ": " << results[r].report;
+      const std::string& said = run.ranks[r].report;
+      printf("[signals] %s lane %s rank %d: %s", provider, run.lane, r, said.c_str());
+      EXPECT_EQ(run.ranks[r].exit_code, 0) << "rank " << r << ": " << said;
       int signals = 0;
-      EXPECT_EQ(sscanf(results[r].report.c_str(), "SIGNALS %d", &signals), 1);
+      EXPECT_EQ(sscanf(said.c_str(), "SIGNALS %d", &signals), 1);
       EXPECT_GT(signals, 10) << "the storm did not happen";
     }
   }

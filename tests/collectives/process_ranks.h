@@ -135,6 +135,28 @@ inline std::vector<RankResult> run_rank_processes(int n, int timeout_ms, const R
   return results;
 }
 
+// What a rank sets before it makes a communicator: only `provider`, over loopback.
+inline void use_provider(const char* provider) {
+  setenv("ZCX_PROVIDERS", provider, 1);
+  setenv("ZCX_SOCKET_IFNAME", "lo", 1);
+}
+
+struct LaneRun {
+  const char* lane;  // ZCX_COLL_SHARED_LANE of the run
+  std::vector<RankResult> ranks;
+};
+
+// run_rank_processes twice: with the shared lane on, then off (every collective through
+// the provider).
+inline std::vector<LaneRun> run_lane_on_and_off(int n, int timeout_ms, const RankMain& fn) {
+  std::vector<LaneRun> runs;
+  for (const char* lane : {"1", "0"}) {
+    ScopedEnv scoped("ZCX_COLL_SHARED_LANE", lane);
+    runs.push_back({lane, run_rank_processes(n, timeout_ms, fn)});
+  }
+  return runs;
+}
+
 // The kill tests' reports. The victim writes "KILLED <monotonic_s> ..." before it raises
 // SIGKILL; a survivor writes "RESULT <status> <monotonic_s>" and its error on the next line.
 // Returns the victim's time of death, or -1 when it did not say.
