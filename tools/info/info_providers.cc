@@ -22,10 +22,13 @@ namespace {
 
 // A provider that finds no device says why in the log ("ib: no RDMA devices found ...").
 // While one looks for devices, its log lines are kept instead of printed, and the last one
-// is shown beside "no device". Not when the user set ZCX_DEBUG: their log shows it then.
+// is shown beside "no device"; warnings still go to stderr. Not when the user set
+// ZCX_DEBUG: their log shows it then.
 std::string g_last_line;
 
-void keep_last_line(LogLevel level, uint32_t, const char*, int, const char* message) {
+void keep_last_line(LogLevel level, uint32_t subsys, const char*, int, const char* message) {
+  if (level <= LogLevel::kWarn)
+    std::fprintf(stderr, "zcx WARN %s: %s\n", log_subsys_name(subsys), message);
   if (level <= LogLevel::kInfo) g_last_line = message;
 }
 

@@ -183,7 +183,9 @@ Status socket_local_address(SockAddr* out, std::string* ifname) {
       }
   if (pick == nullptr) {
     std::string names;
-    for (const IfAddr& a : all) names += (names.empty() ? "" : ",") + a.name;
+    for (const IfAddr& a : all)  // one entry per address: name each interface once
+      if (("," + names + ",").find("," + a.name + ",") == std::string::npos)
+        names += (names.empty() ? "" : ",") + a.name;
     return set_error(Status::kNoDevice, kLogNet,
                      "no network interface matches ZCX_SOCKET_IFNAME='%s' (up interfaces: %s)",
                      spec.c_str(), names.c_str());
