@@ -183,10 +183,7 @@ std::string Comm::peer_name(int peer) const {
 // A member that finalized cleanly before it exited is not dead: it had finished its part,
 // and what it sent is still in the transport (base/departures.h).
 std::vector<int> Comm::dead_members() {
-  if (watches_.empty()) {
-    watches_.resize(world_.size());
-    exited_.resize(world_.size());
-  }
+  if (watches_.empty()) watches_.resize(world_.size());
   std::vector<int> dead;
   for (int r = 0; r < nranks(); ++r)
     if (r != rank_ && host_of_[r] == host_of_[rank_] && member_exited(r) &&
@@ -195,24 +192,16 @@ std::vector<int> Comm::dead_members() {
   return dead;
 }
 
-// Whether member r's process is known to have exited (its watch is opened on first use,
-// and closed once it has told).
+// Whether member r's process is known to have exited (its watch is opened on first use;
+// one that finds the process gone, then or later, stays gone).
 bool Comm::member_exited(int r) {
-  if (exited_[r]) return true;
   if (!watches_[r]) {
     const int pid = ctx_->bootstrap().pid(world_[r]);
     if (pid <= 0) return false;
-    auto w = std::make_unique<ProcessWatch>();
-    if (w->open(pid) != Status::kSuccess) {  // exited before we looked
-      exited_[r] = 1;
-      return true;
-    }
-    watches_[r] = std::move(w);
+    watches_[r] = std::make_unique<ProcessWatch>();
+    (void)watches_[r]->open(pid);  // kRemote when it exited before we looked: reads gone
   }
-  if (watches_[r]->alive()) return false;
-  watches_[r].reset();
-  exited_[r] = 1;
-  return true;
+  return !watches_[r]->alive();
 }
 
 std::string Comm::departed_note() {

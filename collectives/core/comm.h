@@ -230,10 +230,8 @@ class Comm final : public PeerLinks {
   uint64_t lane_seq_ = 0;
   uint64_t bulk_step_ = 0;  // bulk steps taken by this communicator's lane operations
   uint32_t lane_polls_ = 0;  // lane_context_turn's counter
-  // Process watches of the members on this host (opened on the first stall or failed link),
-  // and the members seen to have exited (for good: their pids are not asked again).
+  // Process watches of the members on this host (opened on the first stall or failed link).
   std::vector<std::unique_ptr<ProcessWatch>> watches_;
-  std::vector<char> exited_;
 };
 
 }  // namespace zcx::coll

@@ -9,14 +9,18 @@ namespace zcx {
 
 class ProcessWatch {
  public:
-  // kRemote when the process has already exited. Without pidfd support (old kernels)
-  // alive() falls back to kill(pid, 0).
+  // kRemote when the process has already exited (the watch then reads it gone). Without
+  // pidfd support (old kernels) alive() falls back to kill(pid, 0).
   Status open(int pid);
-  bool alive() const;  // false once the process has exited (a zombie counts as exited)
+  // False once the process has exited (a zombie counts as exited). Remembered: an exited
+  // process never comes back, so its pid (which may be reused) is not asked again and the
+  // pidfd is closed.
+  bool alive() const;
   int pid() const { return pid_; }
 
  private:
-  UniqueFd pidfd_;
+  mutable UniqueFd pidfd_;
+  mutable bool gone_ = false;
   int pid_ = -1;
 };
 
