@@ -10,10 +10,9 @@
 #include "process_ranks.h"
 
 #include "common/config.h"
+#include "common/dir_count.h"
 
 #include <zcx/coll.h>
-
-#include <dirent.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -43,17 +42,8 @@ struct Resources {
   }
 };
 
-int entries(const char* dir) {
-  int n = 0;
-  if (DIR* d = opendir(dir)) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
-
 Resources resources_now() {
-  Resources r{entries("/proc/self/fd"), entries("/proc/self/task"), 0};
+  Resources r{test::count_dir("/proc/self/fd"), test::count_dir("/proc/self/task"), 0};
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);) ++r.maps;
   return r;

@@ -17,12 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 // A temporary prefix with zcx installed in it and the consumer project's build folder.
 class Install : public testing::Test {
  protected:

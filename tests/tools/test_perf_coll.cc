@@ -22,12 +22,6 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 // Table rows of rank 0 whose both #wrong cells are 0 (5 numbers, then #wrong, per placement;
 // a time from 10 ms up prints without decimals, as in nccl-tests).
 int clean_rows(const std::string& out, const std::string& type, const std::string& redop,

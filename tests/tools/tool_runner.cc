@@ -46,4 +46,10 @@ int count_lines(const std::string& text) {
   return n;
 }
 
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace zcx::test

@@ -16,5 +16,7 @@ ToolResult run_tool(const std::string& command);
 
 // Number of lines of `text` (each ending in '\n').
 int count_lines(const std::string& text);
+// Occurrences of `what` in `text` (they may overlap).
+int count_of(const std::string& text, const std::string& what);
 
 }  // namespace zcx::test

@@ -7,9 +7,9 @@
 //  - shared memory that cannot be reserved (a memory cgroup limit, the real mechanism that
 //    limits memfd/tmpfs pages) gives a clear "shared memory exhausted" error, not SIGBUS.
 #include "common/config.h"
+#include "common/dir_count.h"
 #include "shm_fork_util.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -22,15 +22,7 @@
 namespace zcx::shm_test {
 namespace {
 
-int count_dir(const char* path, const char* needle) {
-  int n = 0;
-  if (DIR* d = opendir(path)) {
-    while (dirent* e = readdir(d))
-      n += needle == nullptr ? e->d_name[0] != '.' : strstr(e->d_name, needle) != nullptr;
-    closedir(d);
-  }
-  return n;
-}
+using test::count_dir;
 
 constexpr size_t kMsg = 8u << 20;
 
