@@ -42,7 +42,7 @@ std::string why_no_device(const std::string& provider) {
 
 class DiscoveryLog {
  public:
-  DiscoveryLog() : keep_(std::getenv("ZCX_DEBUG") == nullptr) {
+  DiscoveryLog() : keep_(std::getenv("ZCX_DEBUG") == nullptr), level_(log_level()) {
     g_last_line.clear();
     if (!keep_) return;
     log_set_sink(keep_last_line);
@@ -53,11 +53,12 @@ class DiscoveryLog {
     if (!keep_) return;
     keep_ = false;
     log_set_sink(nullptr);
-    log_reload();  // the level from ZCX_DEBUG again
+    log_set_level(level_);
   }
 
  private:
   bool keep_;
+  LogLevel level_;  // restored afterwards
 };
 
 std::string mem_kinds(uint32_t kinds) {

@@ -202,6 +202,11 @@ void log_set_level(LogLevel level) {
   state().level = static_cast<int>(level);
 }
 
+LogLevel log_level() {
+  ensure_init();
+  return static_cast<LogLevel>(state().level.load(std::memory_order_relaxed));
+}
+
 void log_set_rank(int rank) { state().rank = rank; }
 
 void log_reload() {

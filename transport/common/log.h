@@ -37,6 +37,7 @@ void log_write(LogLevel level, uint32_t subsys, const char* file, int line, cons
     __attribute__((format(printf, 5, 6)));
 void log_set_sink(LogSink sink);
 void log_set_level(LogLevel level);  // replaces ZCX_DEBUG's level (the plugin under NCCL)
+LogLevel log_level();                // the level in force
 void log_set_rank(int rank);  // used in the line prefix and for %r in ZCX_DEBUG_FILE
 void log_reload();            // re-read ZCX_DEBUG* (tests)
 const char* log_subsys_name(uint32_t subsys);
