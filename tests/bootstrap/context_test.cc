@@ -1,6 +1,7 @@
 // Context logic over the in-process fake provider: provider choice, lazy connect in both
 // directions, retry on "retry later", registration cache, errors. Ranks are threads.
 #include "base/context.h"
+#include "base/registry.h"
 #include "bootstrap/fake_provider.h"
 #include "bootstrap/test_util.h"
 
@@ -221,6 +222,25 @@ TEST_F(ContextTest, NoCommonProviderNamesThePeer) {
         Endpoint* ep = nullptr;
         EXPECT_EQ(c.endpoint(1 - r, &ep), Status::kNoDevice);
         EXPECT_NE(std::string(last_error()).find("rank " + std::to_string(1 - r)), std::string::npos)
+            << last_error();
+      });
+}
+
+// ZCX_PROVIDERS differing between ranks: the error names the peer's providers, also those
+// this rank did not load (here tcp, which every build has).
+TEST_F(ContextTest, NoCommonProviderNamesThePeersProviders) {
+  config::ScopedOverride ifname("ZCX_SOCKET_IFNAME", "lo");
+  run(2,
+      [](int r) {
+        return r == 0 ? ContextOptions{{provider_find("tcp")}, "h"}
+                      : ContextOptions{{fake_local_provider()}, "h"};
+      },
+      [](Context& c, int r) {
+        Endpoint* ep = nullptr;
+        EXPECT_EQ(c.endpoint(1 - r, &ep), Status::kNoDevice);
+        // (fakelocal is not built in, so rank 0 can give only its number.)
+        const std::string theirs = r == 0 ? "[id" : "[tcp]";
+        EXPECT_NE(std::string(last_error()).find("the peer " + theirs), std::string::npos)
             << last_error();
       });
 }

@@ -154,7 +154,11 @@ Status ContextImpl::exchange_records(const std::string& host_identity) {
 std::string ContextImpl::provider_list(int r) const {
   std::string out;
   for (const auto& [id, handle] : ranks_[static_cast<size_t>(r)].providers) {
+    // This rank's providers, then every one built: the peer may have chosen others
+    // (ZCX_PROVIDERS differs between ranks), and their names say what to fix.
     std::string name = "id" + std::to_string(id);
+    for (const zcx_provider_ops_t* ops : providers_built())
+      if (ops->id == id) name = ops->name;
     for (const ProviderSlot& p : providers_)
       if (p.ops->id == id) name = p.ops->name;
     out += (out.empty() ? "" : ",") + name;
