@@ -187,8 +187,9 @@ Status Comm::lane_progress(LaneOp& lo, bool* done) {
 Status Comm::lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs) {
   std::string diff = desc_diff(lo.desc, theirs);
   if (diff.empty()) return Status::kSuccess;
-  return set_error(Status::kMismatch, kLogColl, "%s: %s called a different operation: %s",
-                   desc_describe(lo.desc).c_str(), peer_name(peer).c_str(), diff.c_str());
+  return set_error(Status::kMismatch, kLogColl, "%s: %s called a different operation: %s. %s",
+                   desc_describe(lo.desc).c_str(), peer_name(peer).c_str(), diff.c_str(),
+                   desc_mismatch_advice(lo.desc, theirs));
 }
 
 // Waiting for `peer`'s contribution. The clock is read once every 64 calls. A peer that

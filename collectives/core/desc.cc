@@ -19,9 +19,23 @@ void add(std::string* out, const char* what, uint64_t mine, uint64_t theirs) {
   *out += buf;
 }
 
+void add_named(std::string* out, const char* what, const std::string& mine,
+               const std::string& theirs) {
+  if (mine != theirs) *out += (out->empty() ? "" : ", ") + std::string(what) + " " + mine +
+                              " here vs " + theirs + " there";
+}
+
 const char* kind_name(uint8_t k) {
   return k < static_cast<int>(CollKind::kCount) ? coll_kind_name(static_cast<CollKind>(k)) : "?";
 }
+
+// Names, with the number when it is not one this build knows (a peer of another version).
+std::string algo_label(uint8_t a) {
+  return a < static_cast<int>(Algo::kCount) ? algo_name(static_cast<Algo>(a))
+                                            : "#" + std::to_string(a);
+}
+std::string dtype_label(uint8_t t) { return zcx_dtype_name(static_cast<zcx_dtype_t>(t)); }
+std::string redop_label(uint8_t op) { return zcx_redop_name(static_cast<zcx_redop_t>(op)); }
 
 }  // namespace
 
@@ -46,18 +60,29 @@ std::string desc_diff(const OpDesc& mine, const OpDesc& theirs) {
   if (mine.kind != theirs.kind)
     out += std::string(out.empty() ? "" : ", ") + kind_name(mine.kind) + " here vs " +
            kind_name(theirs.kind) + " there";
-  add(&out, "dtype", mine.dtype, theirs.dtype);
-  add(&out, "reduction op", mine.redop, theirs.redop);
+  add_named(&out, "dtype", dtype_label(mine.dtype), dtype_label(theirs.dtype));
+  add_named(&out, "reduction op", redop_label(mine.redop), redop_label(theirs.redop));
   if (mine.root != theirs.root)  // signed: -1 (no root) must not print as 2^64 - 1
     out += std::string(out.empty() ? "" : ", ") + "root " + std::to_string(mine.root) +
            " here vs " + std::to_string(theirs.root) + " there";
   add(&out, "nranks", mine.nranks, theirs.nranks);
   add(&out, "count", mine.count, theirs.count);
   add(&out, "count/displacement arrays (hash)", mine.aux, theirs.aux);
-  add(&out, "algorithm", mine.algo, theirs.algo);
+  add_named(&out, "algorithm", algo_label(mine.algo), algo_label(theirs.algo));
   add(&out, "chunk", mine.chunk, theirs.chunk);
   add(&out, "flags", mine.flags, theirs.flags);
   return out;
+}
+
+const char* desc_mismatch_advice(const OpDesc& mine, const OpDesc& theirs) {
+  OpDesc a = mine, b = theirs;
+  a.algo = b.algo = 0;  // what the selector decides on each rank
+  a.chunk = b.chunk = 0;
+  if (memcmp(&a, &b, sizeof a) == 0)
+    return "The call is the same, but the ranks planned it differently: the selector's "
+           "settings (ZCX_ALGO, ZCX_CHUNK_SIZE, ZCX_COLL_*) must be equal on every rank";
+  return "Every rank must issue the same collectives, in the same order, with the same "
+         "arguments";
 }
 
 // Each word times its own odd constant, summed: the products are independent (a few cycles,

@@ -189,10 +189,9 @@ Status Executor::test_header(int i, const Task& t, Slot& s) {
     return Status::kSuccess;
   }
   return set_error(Status::kMismatch, kLogColl,
-                   "%s: %s called a different operation (%s): %s. Every rank must issue the "
-                   "same collectives, in the same order, with the same arguments",
-                   what().c_str(), links_->peer_name(t.peer).c_str(),
-                   desc_describe(hdrs_[i]).c_str(), diff.c_str());
+                   "%s: %s called a different operation (%s): %s. %s", what().c_str(),
+                   links_->peer_name(t.peer).c_str(), desc_describe(hdrs_[i]).c_str(),
+                   diff.c_str(), desc_mismatch_advice(want, hdrs_[i]));
 }
 
 Status Executor::test(int i, bool* complete) {

@@ -2,7 +2,8 @@
 // passes a different count, dtype, op, root or a different collective. Every rank must
 // return an error within ZCX_TIMEOUT + 2 s (never a hang, never a success with data from
 // the disagreeing rank), at least one with ZCX_ERR_MISMATCH whose message names a peer.
-// The lane-* scenarios disagree on small calls, which go through the shared lane.
+// The lane-* scenarios disagree on small calls, which go through the shared lane;
+// algo-setting makes the same call with one rank's ZCX_ALGO set otherwise.
 // coll_fault_test has the in-process version over the fake transport.
 //
 // One process group per provider runs every scenario: a control communicator (never given
@@ -40,6 +41,7 @@ struct Scenario {
   // holds the result the agreeing ranks define (never a wrong result): `agreed(rank, buf)`.
   const char* known_bug = nullptr;
   std::function<bool(int rank, const std::vector<int32_t>& buf)> agreed = nullptr;
+  const char* says = nullptr;  // what a mismatch message must contain, when given
 };
 
 zcx_status_t allreduce(zcx_comm_t c, std::vector<int32_t>& b, size_t count, zcx_dtype_t dt,
@@ -68,6 +70,11 @@ std::vector<Scenario> scenarios() {
                    for (size_t i = 0; i < b.size(); ++i)
                      if (b[i] != (i < kCount ? 1 : r + 1)) return false;
                    return true; }});
+  // The same call, planned differently: rank 1's ZCX_ALGO differs (a per-rank environment).
+  out.push_back({"algo-setting", "allreduce:ring", 1, [](zcx_comm_t c, int r, std::vector<int32_t>& b) {
+                   if (r == 1) config::set_override("ZCX_ALGO", "allreduce:tree");
+                   return allreduce(c, b, kCount, ZCX_INT32, ZCX_SUM); },
+                 nullptr, nullptr, "planned it differently: the selector's settings (ZCX_ALGO"});
   out.push_back({"reduce-vs-allgather", "reduce:chain", 3, [](zcx_comm_t c, int r, std::vector<int32_t>& b) {
                    if (r == 3) return zcx_allgather(b.data() + 3, b.data(), 1, ZCX_INT32, c, nullptr);
                    return zcx_reduce(b.data(), b.data(), kCount, ZCX_INT32, ZCX_SUM, 0, c, nullptr); }});
@@ -167,7 +174,7 @@ TEST_P(CollMismatchProcesses, EveryRankFailsBoundedAndOneNamesTheMismatch) {
   for (size_t i = 0; i < all.size(); ++i) {
     SCOPED_TRACE(std::string(all[i].name) + " (" + all[i].algo + ", rank " +
                  std::to_string(all[i].odd) + " differs)");
-    int mismatches = 0;
+    int mismatches = 0, saying = 0;
     for (int r = 0; r < kRanks; ++r) {
       const Outcome& o = by_rank[r][i];
       EXPECT_NE(o.status, -1) << "rank " << r << " reported nothing";
@@ -182,11 +189,15 @@ TEST_P(CollMismatchProcesses, EveryRankFailsBoundedAndOneNamesTheMismatch) {
       if (o.status == ZCX_ERR_MISMATCH) {
         ++mismatches;
         EXPECT_NE(o.message.find("rank "), std::string::npos) << o.message;
+        saying += all[i].says && o.message.find(all[i].says) != std::string::npos;
       }
       printf("[mismatch] %s %s/%s rank %d: status %d after %.2f s: %s\n", provider, all[i].name,
              all[i].algo, r, o.status, o.took, o.message.c_str());
     }
     EXPECT_GE(mismatches, 1);
+    if (all[i].says) {
+      EXPECT_GE(saying, 1) << "no mismatch message says: " << all[i].says;
+    }
   }
 }
 
