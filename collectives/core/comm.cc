@@ -75,6 +75,7 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
   c->eps_.assign(c->world_.size(), nullptr);
   c->data_eps_.assign(c->world_.size(), nullptr);
   c->index_hosts();
+  if (!c->owned_ctx_) c->claim_ = std::make_unique<ContextClaim>(ctx, "communicator '" + c->name_ + "'");
   c->p2p_sent_.assign(c->world_.size(), 0);
   c->p2p_recvd_.assign(c->world_.size(), 0);
   *out = std::move(c);
@@ -342,15 +343,24 @@ bool avg_target(const OpArgs& a, int rank, void** buf, size_t* count) {
 
 Status Comm::prepare(const OpArgs& args, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
+  ZCX_TRY(claim_context());  // before plan numbers the operation
   refresh_tuning();
   auto op = std::make_shared<Op>(args.dtype, args.op);
-  ZCX_TRY(plan(args, op.get()));
+  if (Status st = plan(args, op.get()); st != Status::kSuccess) {
+    release_context_if_idle();
+    return st;
+  }
   (void)avg_target(args, rank_, &op->avg_buf, &op->avg_count);
   *out = std::move(op);
   return Status::kSuccess;
 }
 
 void Comm::enqueue(std::shared_ptr<Op> op) {
+  if (Status st = claim_context(); st != Status::kSuccess) {  // held since prepare, but
+    op->result = st;  // a progress() on another thread may have let go: not sticky
+    op->done = true;
+    return;
+  }
   queue_.push_back(std::move(op));
   (void)progress();  // start at once; failures are reported by test/wait
 }
@@ -363,11 +373,15 @@ Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
 
 Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
+  ZCX_TRY(claim_context());  // before plan numbers the messages
   refresh_tuning();
   auto op = std::make_shared<Op>(ZCX_UINT8, ZCX_SUM);
   for (const OpArgs& call : calls) {
     Op one(call.dtype, call.op);
-    ZCX_TRY(plan(call, &one));
+    if (Status st = plan(call, &one); st != Status::kSuccess) {
+      release_context_if_idle();
+      return st;
+    }
     for (Task& t : one.sched.mutable_tasks()) {  // p2p message numbers per link
       if (t.kind == TaskKind::kSend) t.msg_seq = ++p2p_sent_[t.peer];
       if (t.kind == TaskKind::kRecv) t.msg_seq = ++p2p_recvd_[t.peer];
@@ -395,6 +409,7 @@ Status Comm::fail_queue(Status st) {
     if (op->exec && op->exec->has_inflight()) graveyard_.push_back(op);
   }
   queue_.clear();
+  release_context_if_idle();
   return st;
 }
 
@@ -419,6 +434,7 @@ Status Comm::progress() {
     head.done = true;
     queue_.pop_front();
   }
+  release_context_if_idle();
   return Status::kSuccess;
 }
 

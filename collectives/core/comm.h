@@ -10,6 +10,7 @@
 #include "base/context.h"
 #include "common/clock.h"
 #include "common/proc_watch.h"
+#include "core/context_claim.h"
 #include "core/desc.h"
 #include "core/shared_lane.h"
 #include "schedule/executor.h"
@@ -177,6 +178,11 @@ class Comm final : public PeerLinks {
   void index_hosts();
   bool host_oversubscribed() const;
   Status check_usable();
+  // A borrowed context (zcx_comm_init_context) is claimed while operations are in flight.
+  Status claim_context() { return claim_ ? claim_->acquire() : Status::kSuccess; }
+  void release_context_if_idle() {
+    if (claim_ && queue_.empty()) claim_->release();
+  }
   int64_t last_activity_ns() const;  // when the running operation last moved
   Status finish_avg(const Op& op);
   uint32_t spin_rounds(bool lane) const;
@@ -214,6 +220,7 @@ class Comm final : public PeerLinks {
   GpuRunner* gpu_ = nullptr;
   std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ (GPUDirect or staged)
   std::deque<std::shared_ptr<Op>> queue_;
+  std::unique_ptr<ContextClaim> claim_;  // null when the context is this communicator's own
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;
   std::atomic<bool> abort_requested_{false};  // request_abort(): seen by progress()

@@ -116,7 +116,12 @@ Status Comm::run(const OpArgs& args) {
     a.rank = rank_;
     a.nranks = nranks();
     const SelectInput si = select_input(a);
-    if (choose(si).algo == Algo::kShared) return run_lane(a, si);
+    if (choose(si).algo == Algo::kShared) {
+      ZCX_TRY(claim_context());
+      Status st = run_lane(a, si);
+      release_context_if_idle();
+      return st;
+    }
   }
   std::shared_ptr<Op> op;
   ZCX_TRY(post(args, &op));

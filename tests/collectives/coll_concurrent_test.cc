@@ -4,7 +4,9 @@
 // opposite order on one rank; and two threads, each running allreduces on its own
 // communicator. MPI and NCCL users rely on both (overlapping groups, e.g. FSDP's hybrid
 // sharding). While a split shared its parent's connections, every case failed within its first
-// operations ("message with tag ... matches no buffer of the posted receive").
+// operations ("message with tag ... matches no buffer of the posted receive"). Communicators
+// over one context (zcx_comm_init_context) do share connections: overlapping calls on them
+// are refused at once.
 #include "process_ranks.h"
 
 #include <zcx/coll.h>
@@ -84,7 +86,70 @@ int concurrent_rank(const char* provider, int rank, int fd) {
   return error.empty() ? 0 : 2;
 }
 
+// Two communicators over one context (zcx_comm_init_context) share its connections: while
+// `a` has a request in flight, every kind of call on `b` is refused with INVALID_USAGE
+// naming `a`, and neither communicator is harmed (both run correctly afterwards).
+std::string refused(zcx_status_t st, const char* what) {
+  if (st != ZCX_ERR_INVALID_USAGE) return std::string(what) + ": not refused (" + std::to_string(st) + ")";
+  const std::string msg = zcx_get_last_error();
+  return msg.find("communicator 'a'") == std::string::npos ? std::string(what) + ": " + msg : "";
+}
+
+std::string shared_context_calls(zcx_comm_t a, zcx_comm_t b, int rank, int n) {
+  std::vector<float> va(kCount, float(rank + 1)), vb(4, float(rank + 1));
+  zcx_coll_request_t ra = nullptr, rb = nullptr;
+  if (zcx_iallreduce(va.data(), va.data(), va.size(), ZCX_FLOAT32, ZCX_SUM, a, nullptr, &ra))
+    return failed("iallreduce on a");
+  std::string e = refused(zcx_allreduce(vb.data(), vb.data(), 4, ZCX_FLOAT32, ZCX_SUM, b, nullptr),
+                          "allreduce on b");
+  if (e.empty())
+    e = refused(zcx_iallreduce(vb.data(), vb.data(), 4, ZCX_FLOAT32, ZCX_SUM, b, nullptr, &rb),
+                "iallreduce on b");
+  if (e.empty())
+    e = refused(zcx_coll_send(vb.data(), 1, ZCX_FLOAT32, (rank + 1) % n, b, nullptr), "send on b");
+  if (!e.empty()) return e;
+  if (zcx_coll_wait(ra) != ZCX_SUCCESS) return failed("a's request");
+  if (!summed(va, n)) return "a: wrong sums";
+  std::fill(vb.begin(), vb.end(), float(rank + 1));
+  std::fill(va.begin(), va.end(), float(rank + 1));
+  if (zcx_allreduce(vb.data(), vb.data(), 4, ZCX_FLOAT32, ZCX_SUM, b, nullptr) ||
+      zcx_allreduce(va.data(), va.data(), kCount, ZCX_FLOAT32, ZCX_SUM, b, nullptr))
+    return failed("b afterwards");
+  return summed(vb, n) && summed(va, n) ? "" : "b afterwards: wrong sums";
+}
+
+int shared_context_rank(const char* provider, int rank, int fd) {
+  test::use_provider(provider);
+  zcx_context_t ctx = nullptr;
+  zcx_comm_t a = nullptr, b = nullptr;
+  zcx_comm_config_t ca, cb;
+  zcx_comm_config_init(&ca);
+  zcx_comm_config_init(&cb);
+  ca.name = "a";
+  cb.name = "b";
+  std::string error;
+  if (zcx_init_from_env(&ctx) || zcx_comm_init_context(&a, ctx, &ca) ||
+      zcx_comm_init_context(&b, ctx, &cb))
+    error = failed("init");
+  if (error.empty()) error = shared_context_calls(a, b, rank, kRanks);
+  for (zcx_comm_t c : {b, a})
+    if (c != nullptr && zcx_comm_destroy(c) != ZCX_SUCCESS && error.empty()) error = failed("destroy");
+  if (ctx != nullptr && zcx_finalize(ctx) != ZCX_SUCCESS && error.empty()) error = failed("finalize");
+  dprintf(fd, "%s%s\n", error.empty() ? "OK" : "ERROR ", error.c_str());
+  return error.empty() ? 0 : 2;
+}
+
 class CollConcurrent : public test::ProviderParamTest {};
+
+TEST_P(CollConcurrent, CommunicatorsOverOneContextAreRefusedWhileTheOtherIsBusy) {
+  test::CleanLaunchEnv clean;
+  const char* provider = GetParam();
+  auto rank_main = [&](int rank, int fd) { return shared_context_rank(provider, rank, fd); };
+  for (const test::LaneRun& run : test::run_lane_on_and_off(kRanks, 60 * 1000, rank_main))
+    for (int r = 0; r < kRanks; ++r)
+      EXPECT_EQ(run.ranks[r].exit_code, 0)
+          << provider << " lane " << run.lane << " rank " << r << ": " << run.ranks[r].report;
+}
 
 TEST_P(CollConcurrent, ParentAndSplitRunAtOnce) {
   test::CleanLaunchEnv clean;

@@ -108,7 +108,8 @@ ZCX_API zcx_status_t zcx_comm_init_rank(zcx_comm_t* comm, int nranks, const zcx_
 ZCX_API zcx_status_t zcx_comm_init_env(zcx_comm_t* comm, const zcx_comm_config_t* config);
 /* Over an existing context (the communicator does not own it; destroy the comm first).
  * Communicators over one context share its connections, whose messages are matched in
- * order: operations of two of them must not be in flight at the same time. */
+ * order: operations of two of them must not be in flight at the same time (a call on one
+ * while another has operations in flight fails with ZCX_ERR_INVALID_USAGE, naming it). */
 ZCX_API zcx_status_t zcx_comm_init_context(zcx_comm_t* comm, zcx_context_t ctx,
                                            const zcx_comm_config_t* config);
 /* Collective over comm. Ranks passing the same color form a new communicator, ordered by
