@@ -120,7 +120,8 @@ ZCX_API zcx_status_t zcx_comm_init_context(zcx_comm_t* comm, zcx_context_t ctx,
 ZCX_API zcx_status_t zcx_comm_split(zcx_comm_t comm, int color, int key, zcx_comm_t* newcomm,
                                     const zcx_comm_config_t* config);
 /* Waits (bounded) for pending operations, then frees. Requests still open are completed by
- * it and must not be used afterwards. Destroy split communicators before their parent. */
+ * it and must not be used afterwards. A split communicator does not depend on its parent:
+ * either may be destroyed first. */
 ZCX_API zcx_status_t zcx_comm_destroy(zcx_comm_t comm);
 /* Fails pending and future operations with ZCX_ERR_ABORTED and frees; bounded. May be
  * called from another thread while a call is blocked inside the communicator (a watchdog):
