@@ -112,7 +112,7 @@ Status SharedLane::attach(int owner_pid, int owner_fd, uint64_t token, int nrank
   UniqueFd fd(open(path, O_RDWR | O_CLOEXEC));
   if (!fd.valid())
     return set_error(Status::kSystem, kLogColl, "shared lane: cannot open rank 0's segment "
-                     "(%s): %s", path, strerror(errno));
+                     "(%s): %s", path, errno_text(errno));
   if (!ok(memfd_check(fd.get(), total_bytes(nranks, bulk_piece), kLogColl)))
     return set_error(Status::kProtocol, kLogColl, "shared lane: %s has not the size %d ranks "
                      "and a bulk piece of %zu bytes need (is ZCX_COLL_SHARED_BULK the same on "

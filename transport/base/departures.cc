@@ -58,7 +58,7 @@ void Departures::watch(int rank, int pid, int fd, uint64_t token) {
   Mapping map;
   if (!f.valid()) {
     ZCX_INFO(kLogInit, "rank %d: cannot open its departure page %s: %s", rank, path,
-             strerror(errno));
+             errno_text(errno));
     return;
   }
   if (!ok(memfd_check(f.get(), kPageBytes, kLogInit)) || !ok(map.map(f.get(), kPageBytes, false))) {

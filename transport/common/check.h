@@ -15,7 +15,7 @@
     } while (zcx_rc_ == -1 && errno == EINTR);                                       \
     if (zcx_rc_ == -1)                                                               \
       return ::zcx::set_error(::zcx::Status::kSystem, (subsys), "%s failed: %s", \
-                              (what), strerror(errno));                              \
+                              (what), ::zcx::errno_text(errno));                     \
   } while (0)
 
 // A pthread-style call returning an errno value.
@@ -24,7 +24,7 @@
     int zcx_rc_ = (call);                                                            \
     if (zcx_rc_ != 0)                                                                \
       return ::zcx::set_error(::zcx::Status::kSystem, (subsys), "%s failed: %s", \
-                              (what), strerror(zcx_rc_));                            \
+                              (what), ::zcx::errno_text(zcx_rc_));                   \
   } while (0)
 
 // Argument validation at API boundaries.

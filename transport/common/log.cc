@@ -127,7 +127,7 @@ void open_log_file(LogState& s) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     fprintf(stderr, "zcx: cannot open ZCX_DEBUG_FILE %s: %s; logging to stderr\n",
-            path.c_str(), strerror(errno));
+            path.c_str(), errno_text(errno));
     return;
   }
   s.fd = fd;

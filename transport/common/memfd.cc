@@ -33,7 +33,7 @@ Status Mapping::map(int fd, size_t size, bool writable) {
   void* p = mmap(nullptr, size, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED)
     return set_error(Status::kSystem, kLogMem, "mmap of a %zu-byte shared segment failed: %s",
-                     size, strerror(errno));
+                     size, errno_text(errno));
   addr_ = p;
   size_ = size;
   return Status::kSuccess;
@@ -48,7 +48,7 @@ void Mapping::reset() {
 Status memfd_create_reserved(size_t bytes, const char* purpose, LogSubsys subsys, UniqueFd* fd) {
   UniqueFd f(static_cast<int>(syscall(SYS_memfd_create, "zcx-shm", MFD_CLOEXEC)));
   if (!f.valid())
-    return set_error(Status::kSystem, subsys, "memfd_create failed: %s", strerror(errno));
+    return set_error(Status::kSystem, subsys, "memfd_create failed: %s", errno_text(errno));
   ZCX_SYSCHECK(ftruncate(f.get(), static_cast<off_t>(bytes)), subsys, "ftruncate(memfd)");
   int rc;
   do {
@@ -60,10 +60,10 @@ Status memfd_create_reserved(size_t bytes, const char* purpose, LogSubsys subsys
       return set_error(Status::kNoMemory, subsys,
                        "shared memory exhausted: /dev/shm or memfd (shmem) could not reserve "
                        "%zu bytes for %s (%s); check free memory, the memory cgroup limit "
-                       "and tmpfs size", bytes, purpose, strerror(err));
+                       "and tmpfs size", bytes, purpose, errno_text(err));
     if (err != EOPNOTSUPP)
       return set_error(Status::kSystem, subsys, "fallocate(memfd, %zu) for %s failed: %s", bytes,
-                       purpose, strerror(err));
+                       purpose, errno_text(err));
   }
   *fd = std::move(f);
   return Status::kSuccess;

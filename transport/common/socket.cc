@@ -199,7 +199,7 @@ Status socket_local_address(SockAddr* out, std::string* ifname) {
 Status socket_set_nonblocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-    return set_error(Status::kSystem, kLogNet, "fcntl(O_NONBLOCK): %s", strerror(errno));
+    return set_error(Status::kSystem, kLogNet, "fcntl(O_NONBLOCK): %s", errno_text(errno));
   return Status::kSuccess;
 }
 
@@ -210,14 +210,14 @@ void socket_set_nodelay(int fd) {
 
 Status socket_listen(const SockAddr& addr, int backlog, UniqueFd* fd, SockAddr* bound) {
   UniqueFd s(socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return set_error(Status::kSystem, kLogNet, "socket: %s", strerror(errno));
+  if (!s.valid()) return set_error(Status::kSystem, kLogNet, "socket: %s", errno_text(errno));
   int one = 1;
   setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(s.get(), addr.sa(), addr.len) != 0)
     return set_error(Status::kSystem, kLogNet, "bind %s: %s", addr.to_string().c_str(),
-                     strerror(errno));
+                     errno_text(errno));
   if (listen(s.get(), backlog) != 0)
-    return set_error(Status::kSystem, kLogNet, "listen: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogNet, "listen: %s", errno_text(errno));
   if (bound) {
     bound->len = sizeof bound->storage;
     getsockname(s.get(), bound->sa(), &bound->len);
@@ -228,7 +228,7 @@ Status socket_listen(const SockAddr& addr, int backlog, UniqueFd* fd, SockAddr* 
 
 Status socket_connect_start(const SockAddr& addr, UniqueFd* fd) {
   UniqueFd s(socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return set_error(Status::kSystem, kLogNet, "socket: %s", strerror(errno));
+  if (!s.valid()) return set_error(Status::kSystem, kLogNet, "socket: %s", errno_text(errno));
   socket_set_nodelay(s.get());
   int rc;
   do {
@@ -236,7 +236,7 @@ Status socket_connect_start(const SockAddr& addr, UniqueFd* fd) {
   } while (rc != 0 && errno == EINTR);
   if (rc != 0 && errno != EINPROGRESS)
     return set_error_quiet(Status::kRemote, "connect to %s: %s", addr.to_string().c_str(),
-                           strerror(errno));
+                           errno_text(errno));
   *fd = std::move(s);
   return Status::kSuccess;
 }
@@ -250,7 +250,7 @@ Status socket_connect_done(int fd, const SockAddr& addr) {
   if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
   if (err == 0) return Status::kSuccess;
   return set_error_quiet(Status::kRemote, "connect to %s: %s", addr.to_string().c_str(),
-                         strerror(err));
+                         errno_text(err));
 }
 
 Status socket_accept(int listen_fd, UniqueFd* fd, SockAddr* peer) {
@@ -263,7 +263,7 @@ Status socket_accept(int listen_fd, UniqueFd* fd, SockAddr* peer) {
   if (c < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED)
       return Status::kInProgress;
-    return set_error(Status::kSystem, kLogNet, "accept: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogNet, "accept: %s", errno_text(errno));
   }
   socket_set_nodelay(c);
   fd->reset(c);
@@ -278,7 +278,7 @@ Status wait_fd(int fd, short events, const Deadline& dl, const char* peer, const
     int rc = poll(&p, 1, dl.remaining_ms());
     if (rc > 0) return Status::kSuccess;
     if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0) return set_error(Status::kSystem, kLogNet, "poll: %s", strerror(errno));
+    if (rc < 0) return set_error(Status::kSystem, kLogNet, "poll: %s", errno_text(errno));
     return set_error_quiet(Status::kTimeout, "timed out (ZCX_TIMEOUT) %s %s", what, peer);
   }
 }
@@ -296,7 +296,7 @@ Status socket_send_all(int fd, const void* buf, size_t len, const Deadline& dl,
       ZCX_TRY(wait_fd(fd, POLLOUT, dl, peer, "sending to"));
     } else {
       return set_error_quiet(Status::kRemote, "send to %s failed: %s", peer,
-                             n == 0 ? "closed" : strerror(errno));
+                             n == 0 ? "closed" : errno_text(errno));
     }
   }
   return Status::kSuccess;
@@ -315,7 +315,7 @@ Status socket_recv_all(int fd, void* buf, size_t len, const Deadline& dl, const 
       ZCX_TRY(wait_fd(fd, POLLIN, dl, peer, "receiving from"));
     } else {
       return set_error_quiet(Status::kRemote, "receive from %s failed: %s", peer,
-                             strerror(errno));
+                             errno_text(errno));
     }
   }
   return Status::kSuccess;

@@ -2,7 +2,9 @@
 
 #include "common/log.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace zcx {
 namespace {
@@ -60,6 +62,14 @@ Status set_error_quiet(Status s, const char* fmt, ...) {
 }
 
 const char* last_error() { return t_last_error; }
+
+const char* errno_text(int err) {
+  if (err == EMFILE)
+    return "Too many open files: this process reached its open-file limit (RLIMIT_NOFILE; "
+           "raise it with ulimit -n)";
+  if (err == ENFILE) return "Too many open files in system: the system's file table is full (fs.file-max)";
+  return strerror(err);
+}
 void clear_last_error() { t_last_error[0] = '\0'; }
 
 void StickyError::record(Status s, std::string message) {

@@ -43,6 +43,9 @@ Status set_error_v(Status s, uint32_t subsys, const char* fmt, va_list ap);
 Status set_error_quiet(Status s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 const char* last_error();
 void clear_last_error();
+// strerror(err), saying for EMFILE and ENFILE which limit was reached and how to raise it
+// (every communicator holds a few descriptors per peer: many of them can reach ulimit -n).
+const char* errno_text(int err);
 
 // Sticky asynchronous error: the first failure wins and is reported on every later call.
 class StickyError {

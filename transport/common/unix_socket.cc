@@ -54,7 +54,7 @@ Status send_packet(int sock, const void* buf, size_t len, int fd) {
   } while (n < 0 && errno == EINTR);
   if (n == static_cast<ssize_t>(len)) return Status::kSuccess;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
-  return set_error_quiet(Status::kRemote, "%s", n < 0 ? strerror(errno) : "short write");
+  return set_error_quiet(Status::kRemote, "%s", n < 0 ? errno_text(errno) : "short write");
 }
 
 Status recv_packet(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
@@ -71,7 +71,7 @@ Status recv_packet(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
   } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::kInProgress;
   if (n <= 0)
-    return set_error_quiet(Status::kRemote, "%s", n < 0 ? strerror(errno) : "closed by the peer");
+    return set_error_quiet(Status::kRemote, "%s", n < 0 ? errno_text(errno) : "closed by the peer");
   for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
     size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);

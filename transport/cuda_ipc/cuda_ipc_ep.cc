@@ -134,7 +134,7 @@ Status listen(Context* ctx, int dev, void* handle, ListenComm** out) {
   lc->nonce = random_u64();
   lc->sock.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!lc->sock.valid())
-    return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", errno_text(errno));
   sockaddr_un sa;
   socklen_t len = unix_socket::abstract_addr("zcx-cuda-ipc", lc->nonce, &sa);
   ZCX_SYSCHECK(bind(lc->sock.get(), reinterpret_cast<sockaddr*>(&sa), len), kLogCuda,
@@ -157,14 +157,14 @@ Status connect(Context* ctx, int dev, const void* handle, Comm** out) {
   ZCX_TRY(handle_read(handle, &h));
   UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!sock.valid())
-    return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogCuda, "socket(AF_UNIX) failed: %s", errno_text(errno));
   sockaddr_un sa;
   socklen_t len = unix_socket::abstract_addr("zcx-cuda-ipc", h.nonce, &sa);
   if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) {
     if (errno == EAGAIN) return Status::kSuccess;  // backlog full: retry
     return set_error(Status::kRemote, kLogCuda,
                      "cuda_ipc connect to rank %d on %s (pid %d) failed: %s", h.rank,
-                     h.host.c_str(), h.pid, strerror(errno));
+                     h.host.c_str(), h.pid, errno_text(errno));
   }
   ZCX_TRY(unix_socket::check_peer_cred(sock.get(), h.pid, "cuda_ipc", "listener", kLogCuda));
   Hello hello{kHelloMagic, kWireVersion, ctx->secret, h.nonce, ctx->rank, getpid(), dev,
@@ -229,7 +229,7 @@ Status accept(ListenComm* lc, Comm** out) {
   while ((fd = accept4(lc->sock.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
     lc->pending.emplace_back(fd);
   if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-    return set_error(Status::kSystem, kLogCuda, "cuda_ipc accept4 failed: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogCuda, "cuda_ipc accept4 failed: %s", errno_text(errno));
   for (size_t i = 0; i < lc->pending.size(); ++i) {
     Status st = accept_one(lc, lc->pending[i], out);
     if (st == Status::kInProgress) continue;

@@ -147,7 +147,7 @@ void open_ports(const IbvApi* api, ibv_device* ibdev, std::vector<std::unique_pt
   std::string name = api->get_device_name(ibdev);
   ibv_context* probe = api->open_device(ibdev);
   if (probe == nullptr) {
-    ZCX_INFO(kLog, "ib: cannot open %s: %s (skipped)", name.c_str(), strerror(errno));
+    ZCX_INFO(kLog, "ib: cannot open %s: %s (skipped)", name.c_str(), errno_text(errno));
     return;
   }
   ibv_device_attr da{};
@@ -173,7 +173,7 @@ void open_ports(const IbvApi* api, ibv_device* ibdev, std::vector<std::unique_pt
     d->pd = api->alloc_pd(d->ctx);
     if (d->pd == nullptr) {
       ZCX_WARN(kLog, "ib: ibv_alloc_pd on %s failed: %s (device skipped)", name.c_str(),
-               strerror(errno));
+               errno_text(errno));
       continue;
     }
     d->guid = be64toh(da.node_guid);

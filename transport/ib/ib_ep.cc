@@ -251,7 +251,7 @@ Status NbIo::send(int fd, const char* peer) {
       return Status::kInProgress;
     } else {
       return set_error(Status::kRemote, kLog, "ib: sending the handshake to %s failed: %s",
-                       peer, n == 0 ? "closed" : strerror(errno));
+                       peer, n == 0 ? "closed" : errno_text(errno));
     }
   }
   return Status::kSuccess;
@@ -268,7 +268,7 @@ Status NbIo::recv(int fd, const char* peer) {
       return set_error(Status::kRemote, kLog,
                        "ib: %s closed the connection during the handshake%s%s (wrong job, "
                        "or the peer failed: see its log)",
-                       peer, n == 0 ? "" : ": ", n == 0 ? "" : strerror(errno));
+                       peer, n == 0 ? "" : ": ", n == 0 ? "" : errno_text(errno));
     }
   }
   return Status::kSuccess;

@@ -56,7 +56,7 @@ Status reg_failed(Device* dev, void* data, size_t size, int kind, const char* pa
   return set_error(Status::kSystem, kLog,
                    "ib: registering %zu bytes of %s memory at %p on %s failed via %s: %s "
                    "(errno %d). Check `ulimit -l` (now %s) for host memory%s",
-                   size, kind_name(kind), data, dev->name.c_str(), path, strerror(err), err,
+                   size, kind_name(kind), data, dev->name.c_str(), path, errno_text(err), err,
                    memlock_text().c_str(),
                    kind == ZCX_MEM_HOST ? "" : ", and that nvidia_peermem or dmabuf is available "
                                                "for GPU memory");
@@ -128,7 +128,7 @@ void mr_release(MrEntry* e) {
   auto it = std::find(dev->mrs.begin(), dev->mrs.end(), e);
   if (it != dev->mrs.end()) dev->mrs.erase(it);
   if (int rc = ibv_shim()->dereg_mr(e->mr); rc != 0)
-    ZCX_WARN(kLog, "ib: ibv_dereg_mr on %s failed: %s", dev->name.c_str(), strerror(rc));
+    ZCX_WARN(kLog, "ib: ibv_dereg_mr on %s failed: %s", dev->name.c_str(), errno_text(rc));
   delete e;
 }
 

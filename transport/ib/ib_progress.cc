@@ -33,7 +33,7 @@ Status post_write(Comm* c, int qp, ibv_send_wr* wr) {
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(c->qps[qp], wr, &bad); rc != 0)
     return comm_fail(c, Status::kSystem, "ib: ibv_post_send to %s on %s failed: %s",
-                     c->peer_desc.c_str(), c->dev->name.c_str(), strerror(rc));
+                     c->peer_desc.c_str(), c->dev->name.c_str(), errno_text(rc));
   return Status::kSuccess;
 }
 
@@ -410,7 +410,7 @@ zcx_status_t iflush(void* vcomm, int n, void** data, size_t* sizes, void** mhand
   if (int rc = ibv_post_send(c->flush_qp, &wr, &bad); rc != 0) {
     r.kind = ReqKind::kFree;
     return to_c(comm_fail(c, Status::kSystem, "ib: posting the flush read on %s failed: %s",
-                          c->dev->name.c_str(), strerror(rc)));
+                          c->dev->name.c_str(), errno_text(rc)));
   }
   ++c->flush_seq;
   *request = &r;

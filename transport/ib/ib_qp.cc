@@ -46,7 +46,7 @@ Status to_init(Comm* c, ibv_qp* qp) {
                                              IBV_QP_ACCESS_FLAGS);
   if (rc != 0)
     return set_error(Status::kSystem, kLog, "ib: QP to INIT on %s failed: %s",
-                     c->dev->name.c_str(), strerror(rc));
+                     c->dev->name.c_str(), errno_text(rc));
   return Status::kSuccess;
 }
 
@@ -76,7 +76,7 @@ Status to_rtr(Comm* c, ibv_qp* qp, const Hello& remote, uint32_t remote_qpn) {
                      "ib: QP to RTR on %s towards %s (GID %s, qpn %u) failed: %s; check "
                      "ZCX_IB_GID_INDEX and that both ends use the same link layer",
                      c->dev->name.c_str(), c->peer_desc.c_str(), gid_string(remote.gid).c_str(),
-                     remote_qpn, strerror(rc));
+                     remote_qpn, errno_text(rc));
   return Status::kSuccess;
 }
 
@@ -93,7 +93,7 @@ Status to_rts(Comm* c, ibv_qp* qp) {
                                              IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc != 0)
     return set_error(Status::kSystem, kLog, "ib: QP to RTS on %s failed: %s",
-                     c->dev->name.c_str(), strerror(rc));
+                     c->dev->name.c_str(), errno_text(rc));
   return Status::kSuccess;
 }
 
@@ -108,14 +108,14 @@ Status qp_create(Comm* c, int nqps) {
   c->cq = api->create_cq(c->dev->ctx, cqe, nullptr, nullptr, 0);
   if (c->cq == nullptr)
     return set_error(Status::kSystem, kLog, "ib: ibv_create_cq(%d) on %s failed: %s", cqe,
-                     c->dev->name.c_str(), strerror(errno));
+                     c->dev->name.c_str(), errno_text(errno));
   c->nqps = nqps;
   for (int i = 0; i < nqps; ++i) {
     ibv_qp* qp = create_one(c, send_wr, recv_wr);
     if (qp == nullptr)
       return set_error(Status::kSystem, kLog,
                        "ib: ibv_create_qp on %s failed: %s (the device allows %d QPs)",
-                       c->dev->name.c_str(), strerror(errno), c->dev->max_qp);
+                       c->dev->name.c_str(), errno_text(errno), c->dev->max_qp);
     c->qps.push_back(qp);
     ZCX_TRY(to_init(c, qp));
     c->local.qpn[i] = qp->qp_num;
@@ -138,7 +138,7 @@ Status flush_qp_create(RecvComm* c) {
   ibv_qp* qp = create_one(c, kSlots, 1);
   if (qp == nullptr)
     return set_error(Status::kSystem, kLog, "ib: ibv_create_qp (flush QP) on %s failed: %s",
-                     c->dev->name.c_str(), strerror(errno));
+                     c->dev->name.c_str(), errno_text(errno));
   c->flush_qp = qp;
   ZCX_TRY(to_init(c, qp));
   ZCX_TRY(to_rtr(c, qp, c->local, qp->qp_num));
@@ -153,7 +153,7 @@ Status post_recv_wrs(Comm* c, int qp, int count) {
     wr.num_sge = 0;  // WRITE WITH IMM carries no payload into the receive queue
     if (int rc = ibv_post_recv(c->qps[qp], &wr, &bad); rc != 0)
       return comm_fail(c, Status::kSystem, "ib: ibv_post_recv on %s failed: %s",
-                       c->dev->name.c_str(), strerror(rc));
+                       c->dev->name.c_str(), errno_text(rc));
   }
   return Status::kSuccess;
 }
@@ -177,7 +177,7 @@ bool peer_gone(Comm* c, std::string* why) {
   ssize_t n = recv(c->sock.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
     return false;
-  *why = n == 0 ? "its side channel closed" : strerror(errno);
+  *why = n == 0 ? "its side channel closed" : errno_text(errno);
   return true;
 }
 

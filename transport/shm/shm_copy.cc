@@ -18,7 +18,7 @@ Status cma_error(Comm* c, const char* op, int err) {
     return set_error(Status::kRemote, kLogShm, "%s died during a CMA transfer",
                      peer_name(c).c_str());
   return set_error(err == EFAULT ? Status::kProtocol : Status::kSystem, kLogShm,
-                   "%s with %s failed: %s%s", op, peer_name(c).c_str(), strerror(err),
+                   "%s with %s failed: %s%s", op, peer_name(c).c_str(), errno_text(err),
                    err == EPERM ? " (ptrace scope forbids CMA; set ZCX_SHM_LARGE=pipeline)"
                                 : "");
 }

@@ -173,7 +173,7 @@ Status listen(Context* ctx, void* handle, ListenComm** out) {
   lc->nonce = random_u64();
   lc->sock.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!lc->sock.valid())
-    return set_error(Status::kSystem, kLogShm, "socket(AF_UNIX) failed: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogShm, "socket(AF_UNIX) failed: %s", errno_text(errno));
   sockaddr_un sa;
   socklen_t len = unix_socket::abstract_addr("zcx-shm", lc->nonce, &sa);
   ZCX_SYSCHECK(bind(lc->sock.get(), reinterpret_cast<sockaddr*>(&sa), len), kLogShm,
@@ -198,7 +198,7 @@ namespace {
 Status connect_socket(const HandleInfo& h, UniqueFd* fd) {
   UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!s.valid())
-    return set_error(Status::kSystem, kLogShm, "socket(AF_UNIX) failed: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogShm, "socket(AF_UNIX) failed: %s", errno_text(errno));
   sockaddr_un sa;
   socklen_t len = unix_socket::abstract_addr("zcx-shm", h.nonce, &sa);
   int rc;
@@ -210,7 +210,7 @@ Status connect_socket(const HandleInfo& h, UniqueFd* fd) {
     return set_error(Status::kNoDevice, kLogShm,
                      "shm connect to rank %d (host %s, pid %d) failed: %s; the listener is "
                      "gone or in another network namespace", h.rank, h.host.c_str(), h.pid,
-                     strerror(errno));
+                     errno_text(errno));
   ZCX_TRY(unix_socket::check_peer_cred(s.get(), h.pid, "shm", "listener", kLogShm));
   *fd = std::move(s);
   return Status::kSuccess;

@@ -53,7 +53,7 @@ Status host_boot_id(uint8_t out[16]) {
   FILE* f = fopen("/proc/sys/kernel/random/boot_id", "re");
   if (f == nullptr)
     return set_error(Status::kSystem, kLogShm, "cannot read /proc/sys/kernel/random/boot_id: %s",
-                     strerror(errno));
+                     errno_text(errno));
   char text[64] = {};
   bool ok = fgets(text, sizeof(text), f) != nullptr;
   fclose(f);

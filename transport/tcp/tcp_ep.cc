@@ -280,7 +280,7 @@ Status connector_step(Connector* c, int i) {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Status::kInProgress;
     if (n <= 0)
       return set_error(Status::kRemote, kLogTcp, "tcp handshake with %s failed: %s",
-                       describe_peer(c->target.peer).c_str(), strerror(errno));
+                       describe_peer(c->target.peer).c_str(), errno_text(errno));
     c->sent[i] += static_cast<size_t>(n);
     if (c->sent[i] == kHelloBytes) c->stage[i] = 2;
   }

@@ -127,7 +127,7 @@ Status io_failure(Comm* c, int s, ssize_t n, const char* op) {
                      "of %d)", c->peer_text.c_str(), op, s, c->layout.nsocks);
   int err = errno;
   return comm_fail(c, Status::kRemote, "%s closed the connection or died during %s: %s "
-                   "(socket %d of %d)", c->peer_text.c_str(), op, strerror(err), s,
+                   "(socket %d of %d)", c->peer_text.c_str(), op, errno_text(err), s,
                    c->layout.nsocks);
 }
 

@@ -68,7 +68,7 @@ Status dup_socks(const Comm* c, UniqueFd* out) {
     out[i] = UniqueFd(fcntl(c->socks[i].fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!out[i].valid())
       return set_error(Status::kSystem, kLogTcp, "tcp: cannot duplicate a socket of the "
-                       "connection with %s: %s", c->peer_text.c_str(), strerror(errno));
+                       "connection with %s: %s", c->peer_text.c_str(), errno_text(errno));
   }
   return Status::kSuccess;
 }
@@ -89,7 +89,7 @@ Status ep_connect_reverse(Comm* recv, Comm** out) {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Status::kSuccess;  // later
     if (n <= 0)
       return comm_fail(recv, Status::kRemote, "tcp reverse handshake with %s failed: %s",
-                       recv->peer_text.c_str(), strerror(errno));
+                       recv->peer_text.c_str(), errno_text(errno));
     recv->reverse_done += static_cast<size_t>(n);
   }
   std::array<UniqueFd, kMaxSocks> fds;
@@ -115,7 +115,7 @@ Status ep_accept_reverse(Comm* send_comm, Comm** out) {
     if (n <= 0)
       return comm_fail(c, Status::kRemote, "tcp connection with %s %s before it sent back "
                        "over it; is the peer alive?", c->peer_text.c_str(),
-                       n == 0 ? "closed" : strerror(errno));
+                       n == 0 ? "closed" : errno_text(errno));
     c->reverse_done += static_cast<size_t>(n);
   }
   zcx_peer_info_t peer{};

@@ -111,7 +111,7 @@ Status poll_side_channel(CommBase* c) {
     if (n > 0) continue;  // bytes after the close record: ignore
     return set_error(Status::kRemote, kLog, "ucx: %s died or lost the connection (%s; it sent "
                      "no close record)", c->peer.text().c_str(),
-                     n == 0 ? "its socket closed" : strerror(errno));
+                     n == 0 ? "its socket closed" : errno_text(errno));
   }
 }
 

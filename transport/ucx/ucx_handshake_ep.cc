@@ -111,7 +111,7 @@ Status FrameReader::read(int fd, const char* peer) {
       return Status::kInProgress;
     } else {
       return set_error(Status::kRemote, kLog, "ucx handshake with %s: connection %s", peer,
-                       n == 0 ? "closed by the peer" : strerror(errno));
+                       n == 0 ? "closed by the peer" : errno_text(errno));
     }
   }
 }

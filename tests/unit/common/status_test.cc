@@ -1,8 +1,14 @@
 #include "common/status.h"
 
+#include "common/fd.h"
+#include "common/memfd.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace zcx {
 namespace {
@@ -20,6 +26,26 @@ TEST(Status, SetErrorRecordsLastErrorAndReturnsStatus) {
   EXPECT_EQ(s, Status::kRemote);
   EXPECT_STREQ(last_error(), "peer rank 3 (hostA) died");
   EXPECT_STREQ(zcx_get_last_error(), "peer rank 3 (hostA) died");
+}
+
+// Out of descriptors (many communicators, a low ulimit -n): the error says which limit.
+TEST(Status, OutOfDescriptorsNamesTheLimit) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest_free = dup(0);
+  ASSERT_GE(lowest_free, 0);
+  close(lowest_free);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free);  // the next descriptor is over the limit
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  UniqueFd fd;
+  const Status st = memfd_create_reserved(4096, "a test segment", kLogShm, &fd);
+  const std::string msg = last_error();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(st, Status::kSystem) << msg;
+  EXPECT_NE(msg.find("open-file limit (RLIMIT_NOFILE; raise it with ulimit -n)"), std::string::npos)
+      << msg;
+  EXPECT_STREQ(errno_text(ENOENT), strerror(ENOENT));
 }
 
 TEST(Status, LastErrorIsPerThread) {

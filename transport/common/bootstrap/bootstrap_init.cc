@@ -208,7 +208,7 @@ Status SocketBootstrap::root_poll_round(std::vector<Pending>& pending, int& join
       fds.push_back({root_conns_[static_cast<size_t>(r)].get(), POLLIN, 0});
   int rc = poll(fds.data(), fds.size(), std::min(dl.remaining_ms(), 100));
   if (rc < 0 && errno != EINTR)
-    return set_error(Status::kSystem, kLogBootstrap, "poll: %s", strerror(errno));
+    return set_error(Status::kSystem, kLogBootstrap, "poll: %s", errno_text(errno));
   size_t npending = pending.size();
   for (size_t i = 0; i < npending; ++i)
     if (fds[1 + i].revents) root_read_hello(pending[i], joined);

@@ -129,7 +129,7 @@ Status SocketBootstrap::recv_impl(int peer, int tag, void* data, size_t bytes) {
       }
     int rc = poll(fds.data(), fds.size(), std::min(dl.remaining_ms(), 100));
     if (rc < 0 && errno != EINTR)
-      return set_error(Status::kSystem, kLogBootstrap, "poll: %s", strerror(errno));
+      return set_error(Status::kSystem, kLogBootstrap, "poll: %s", errno_text(errno));
     for (size_t i = 1; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       s = peer_read_message(ranks[i], dl);

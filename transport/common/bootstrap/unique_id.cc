@@ -86,7 +86,7 @@ Status random_secret(uint64_t* out) {
     ssize_t n = getrandom(&v, sizeof v, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof v))
-      return set_error(Status::kSystem, kLogBootstrap, "getrandom: %s", strerror(errno));
+      return set_error(Status::kSystem, kLogBootstrap, "getrandom: %s", errno_text(errno));
   }
   *out = v;
   return Status::kSuccess;
