@@ -66,5 +66,9 @@ inline bool single_rank_copy(const OpArgs& a, Schedule& s, size_t bytes) {
 // The builder for (kind, algo), or nullptr when that algorithm does not implement it.
 using BuildFn = Status (*)(const OpArgs&, Schedule&);
 BuildFn builder_for(CollKind kind, Algo algo);
+// a.rank's schedule for `algo` in *out (scratch from `pool`), or for the collective's default
+// algorithm when `algo` declines the call; *used: the algorithm that built it.
+Status build_schedule(const OpArgs& a, Algo algo, const std::shared_ptr<ScratchPool>& pool,
+                      Schedule* out, Algo* used);
 
 }  // namespace zcx::coll

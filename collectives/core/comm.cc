@@ -254,27 +254,8 @@ Status Comm::plan(const OpArgs& in, Op* op) {
     op->desc = op->lane_op.desc;
     return Status::kSuccess;
   }
-  // Every collective first checks its ring predecessor's descriptor, so that a disagreement
-  // is a kMismatch somewhere even when the disagreeing ranks would exchange no data.
-  const bool ring_check = a.kind != CollKind::kSendRecv && a.nranks > 1;
-  auto fresh_schedule = [&] {
-    op->sched = Schedule(a.dtype, a.op);
-    op->sched.set_pool(a.device >= 0 && gpu_ ? gpu_->device_scratch() : scratch_);
-    op->sched.set_device(a.device);
-    if (ring_check) op->sched.check_link((rank_ + 1) % a.nranks, (rank_ + a.nranks - 1) % a.nranks);
-  };
-  fresh_schedule();
-  BuildFn fn = builder_for(a.kind, c.algo);
-  Status st = fn ? fn(a, op->sched) : Status::kUnsupported;
-  if (st == Status::kUnsupported) {  // declined: the collective's default algorithm
-    Algo first;
-    candidates(a.kind, &first, 1);
-    fresh_schedule();
-    c.algo = first;
-    ZCX_TRY(builder_for(a.kind, first)(a, op->sched));
-  } else if (st != Status::kSuccess) {
-    return st;
-  }
+  auto pool = a.device >= 0 && gpu_ ? gpu_->device_scratch() : scratch_;
+  ZCX_TRY(build_schedule(a, c.algo, pool, &op->sched, &c.algo));
   fill_desc(a, c.algo, &op->desc);
   return Status::kSuccess;
 }

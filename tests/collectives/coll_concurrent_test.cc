@@ -141,27 +141,25 @@ int shared_context_rank(const char* provider, int rank, int fd) {
   return error.empty() ? 0 : 2;
 }
 
-class CollConcurrent : public test::ProviderParamTest {};
+class CollConcurrent : public test::ProviderParamTest {
+ protected:
+  // Runs `rank_main(provider, rank, fd)` on kRanks processes, lane on then off: all exit 0.
+  void expect_every_rank_ok(int (*rank_main)(const char*, int, int), int timeout_ms) {
+    test::CleanLaunchEnv clean;
+    const char* provider = GetParam();
+    auto one = [&](int rank, int fd) { return rank_main(provider, rank, fd); };
+    for (const test::LaneRun& run : test::run_lane_on_and_off(kRanks, timeout_ms, one))
+      for (int r = 0; r < kRanks; ++r)
+        EXPECT_EQ(run.ranks[r].exit_code, 0)
+            << provider << " lane " << run.lane << " rank " << r << ": " << run.ranks[r].report;
+  }
+};
 
 TEST_P(CollConcurrent, CommunicatorsOverOneContextAreRefusedWhileTheOtherIsBusy) {
-  test::CleanLaunchEnv clean;
-  const char* provider = GetParam();
-  auto rank_main = [&](int rank, int fd) { return shared_context_rank(provider, rank, fd); };
-  for (const test::LaneRun& run : test::run_lane_on_and_off(kRanks, 60 * 1000, rank_main))
-    for (int r = 0; r < kRanks; ++r)
-      EXPECT_EQ(run.ranks[r].exit_code, 0)
-          << provider << " lane " << run.lane << " rank " << r << ": " << run.ranks[r].report;
+  expect_every_rank_ok(shared_context_rank, 60 * 1000);
 }
 
-TEST_P(CollConcurrent, ParentAndSplitRunAtOnce) {
-  test::CleanLaunchEnv clean;
-  const char* provider = GetParam();
-  auto rank_main = [&](int rank, int fd) { return concurrent_rank(provider, rank, fd); };
-  for (const test::LaneRun& run : test::run_lane_on_and_off(kRanks, 120 * 1000, rank_main))
-    for (int r = 0; r < kRanks; ++r)
-      EXPECT_EQ(run.ranks[r].exit_code, 0)
-          << provider << " lane " << run.lane << " rank " << r << ": " << run.ranks[r].report;
-}
+TEST_P(CollConcurrent, ParentAndSplitRunAtOnce) { expect_every_rank_ok(concurrent_rank, 120 * 1000); }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CollConcurrent, ::testing::Values("shm", "tcp"),
                          test::provider_param_name);

@@ -61,7 +61,7 @@ TEST_F(Install, FindPackageAndPkgConfigConsumersBuildAndRun) {
   for (const char* path : {"include/zcx/zcx.h", "include/zcx/zcx.hpp", "include/zcx/coll.h",
                            "lib/libzcx.so", "lib/cmake/zcx/zcxConfig.cmake",
                            "lib/pkgconfig/zcx.pc", "lib/libnccl-net-zcx.so", "bin/zcx-run",
-                           "bin/zcx-perf", "bin/zcx-info"})
+                           "bin/zcx-perf", "bin/zcx-info", "bin/zcx-plan"})
     EXPECT_TRUE(installed(path)) << path << " is not installed";
   ASSERT_NO_FATAL_FAILURE(build_consumer());
   run_ranks(root_ + "/consumer/consumer_coll", 3);

@@ -1,0 +1,218 @@
+// zcx-plan: what a collective would do, without running it. For each size: the algorithm
+// and chunk zcx's selector picks (ZCX_ALGO, ZCX_CHUNK_SIZE and the ZCX_COLL_* model settings
+// apply, as in a job), and the bytes and messages every rank's schedule moves, by link:
+// same host (shm, cuda_ipc) or across hosts (tcp, ib, ucx). DESIGN §2's "how many bytes,
+// over which link", answered before the job runs.
+#include "plan.h"
+
+#include "common/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+using zcx::plan::Plan;
+using zcx::plan::PlanInput;
+
+void usage(FILE* to) {
+  std::fprintf(to,
+      "usage: zcx-plan <op> -n NRANKS [--hosts H | --ppn P] [options]\n"
+      "\n"
+      "Shows, without running anything, what zcx would do for a collective: the algorithm\n"
+      "and pipeline chunk its selector picks, the cost model's estimate, and the bytes and\n"
+      "messages of every rank's schedule, by link (shm: same host; net: across hosts).\n"
+      "<op>: allreduce broadcast reduce allgather reducescatter alltoall (also all_reduce,\n"
+      "      all_gather, reduce_scatter). Sizes count as in zcx-perf coll and nccl-tests.\n"
+      "\n"
+      "  -n, --nranks N          ranks in the communicator\n"
+      "  --hosts H               ranks spread over H hosts in blocks, as mpirun places them\n"
+      "                          (default 1)\n"
+      "  --ppn P                 P ranks per host instead (the last host may have fewer)\n"
+      "  -b, --minbytes SIZE     smallest size (default 8; K, M, G suffixes)\n"
+      "  -e, --maxbytes SIZE     largest size (default 64M)\n"
+      "  -f, --stepfactor F      multiply the size by F between steps (default 4)\n"
+      "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64 float16 bfloat16\n"
+      "                          float32 float64 (default float32)\n"
+      "  -o, --op OP             sum prod min max avg (default sum)\n"
+      "  -r, --root R            root of broadcast and reduce (default 0)\n"
+      "  --no-lane               as ZCX_COLL_SHARED_LANE=0: one host's small calls use\n"
+      "                          messages instead of the shared segment\n"
+      "  --ranks                 every rank's traffic after each size\n"
+      "  --why                   the selector's reasoning (every candidate's estimate)\n"
+      "  -h, --help              this text\n"
+      "\n"
+      "Columns: the busiest rank's messages and bytes out by link, and net_total, the bytes\n"
+      "that cross hosts in all. 'shared' is the one-host shared lane: no messages, every\n"
+      "rank copies through one shared segment. Exit status 1 if a schedule's sends and\n"
+      "receives between two ranks disagree (never expected), 2 on bad arguments.\n");
+}
+
+struct Options {
+  PlanInput in;
+  int nranks = 0, hosts = 1, ppn = 0;
+  size_t minbytes = 8, maxbytes = size_t{64} << 20;
+  long factor = 4;
+  bool ranks = false, why = false;
+};
+
+bool parse_dtype(const std::string& text, zcx_dtype_t* out) {
+  for (int i = 0; i < ZCX_DTYPE_COUNT; ++i)
+    if (text == zcx_dtype_name(static_cast<zcx_dtype_t>(i))) {
+      *out = static_cast<zcx_dtype_t>(i);
+      return true;
+    }
+  return false;
+}
+
+bool parse_redop(const std::string& text, zcx_redop_t* out) {
+  for (int i = 0; i < ZCX_REDOP_COUNT; ++i)
+    if (text == zcx_redop_name(static_cast<zcx_redop_t>(i))) {
+      *out = static_cast<zcx_redop_t>(i);
+      return true;
+    }
+  return false;
+}
+
+bool parse_long(const std::string& text, long lo, long hi, long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (errno || end == text.c_str() || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// "" or what is wrong with option `name` and its value.
+std::string apply(const std::string& name, const std::string& value, Options* o) {
+  long v = 0;
+  if (name == "-n" || name == "--nranks") {
+    if (!parse_long(value, 1, 1 << 16, &v)) return name + " needs a rank count from 1 to 65536";
+    o->nranks = static_cast<int>(v);
+  } else if (name == "--hosts" || name == "--ppn") {
+    if (!parse_long(value, 1, 1 << 16, &v)) return name + " needs a number from 1 to 65536";
+    (name == "--hosts" ? o->hosts : o->ppn) = static_cast<int>(v);
+  } else if (name == "-b" || name == "--minbytes" || name == "-e" || name == "--maxbytes") {
+    auto size = zcx::config::parse_size(value);
+    if (!size) return name + " needs a size such as 4096, 64K or 1G";
+    (name == "-b" || name == "--minbytes" ? o->minbytes : o->maxbytes) = *size;
+  } else if (name == "-f" || name == "--stepfactor") {
+    if (!parse_long(value, 2, 1 << 20, &o->factor)) return name + " needs a factor of 2 or more";
+  } else if (name == "-d" || name == "--datatype") {
+    if (!parse_dtype(value, &o->in.dtype)) return name + " needs int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32 or float64";
+  } else if (name == "-o" || name == "--op") {
+    if (!parse_redop(value, &o->in.op)) return name + " needs sum, prod, min, max or avg";
+  } else if (name == "-r" || name == "--root") {
+    if (!parse_long(value, 0, 1 << 16, &v)) return name + " needs a rank";
+    o->in.root = static_cast<int>(v);
+  } else {
+    return "unknown option '" + name + "'";
+  }
+  return "";
+}
+
+// "" or the first problem with the command line.
+std::string parse(int argc, char** argv, Options* o) {
+  if (argc < 2) return "the collective is missing";
+  if (!zcx::plan::kind_from_name(argv[1], &o->in.kind)) return std::string("unknown collective '") + argv[1] + "'";
+  for (int i = 2; i < argc; ++i) {
+    const std::string name = argv[i];
+    if (name == "--no-lane") o->in.lane = false;
+    else if (name == "--ranks") o->ranks = true;
+    else if (name == "--why") o->why = true;
+    else if (i + 1 >= argc) return name + " needs a value";
+    else if (std::string e = apply(name, argv[++i], o); !e.empty()) return e;
+  }
+  if (o->nranks == 0) return "-n (the rank count) is required";
+  if (o->ppn && o->hosts != 1) return "--hosts and --ppn do not go together";
+  if (o->minbytes > o->maxbytes) return "-b is larger than -e";
+  const int ppn = o->ppn ? o->ppn : (o->nranks + o->hosts - 1) / o->hosts;
+  for (int r = 0; r < o->nranks; ++r) o->in.host_of.push_back(r / ppn);
+  return "";
+}
+
+size_t busiest(const Plan& p, size_t (*field)(const zcx::plan::RankTraffic&)) {
+  size_t most = 0;
+  for (const auto& t : p.ranks) most = std::max(most, field(t));
+  return most;
+}
+
+void print_header(const Options& o) {
+  const PlanInput& in = o.in;
+  const int hosts = in.host_of.back() + 1;
+  using zcx::coll::CollKind;
+  const bool reduces = in.kind == CollKind::kAllreduce || in.kind == CollKind::kReduce ||
+                       in.kind == CollKind::kReducescatter;
+  const bool rooted = in.kind == CollKind::kBroadcast || in.kind == CollKind::kReduce;
+  std::printf("# zcx-plan %s (%s%s%s%s): %d ranks on %d host%s, at most %d per host%s\n",
+              zcx::coll::coll_kind_name(in.kind), zcx_dtype_name(in.dtype), reduces ? ", " : "",
+              reduces ? zcx_redop_name(in.op) : "",
+              rooted ? (", root " + std::to_string(in.root)).c_str() : "", o.nranks, hosts,
+              hosts == 1 ? "" : "s", (o.nranks + hosts - 1) / hosts,
+              in.lane ? "" : ", shared lane off");
+  std::printf("# nothing runs: the selector's choice and every rank's schedule, counted; busiest\n"
+              "# = the largest over the ranks; net_total = bytes that cross hosts, all ranks\n");
+  std::printf("#%13s %12s %10s %9s %10s %9s %13s %13s %13s\n", "size", "count", "algorithm",
+              "chunk", "model_us", "msgs_out", "shm_out", "net_out", "net_total");
+}
+
+void print_ranks(const Options& o, const Plan& p) {
+  std::printf("#   rank host msgs_out msgs_in %13s %13s %13s %13s %13s %13s\n", "shm_out",
+              "net_out", "shm_in", "net_in", "reduced", "copied");
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const auto& t = p.ranks[r];
+    std::printf("#   %4zu %4d %8zu %7zu %13zu %13zu %13zu %13zu %13zu %13zu\n", r, o.in.host_of[r],
+                t.msgs_out, t.msgs_in, t.out[0], t.out[1], t.in[0], t.in[1], t.reduced, t.copied);
+  }
+}
+
+void print_row(const Options& o, const Plan& p, size_t bytes) {
+  size_t net_total = 0;
+  for (const auto& t : p.ranks) net_total += t.out[1];
+  const char* algo = zcx::coll::algo_name(p.lane ? p.choice.algo : p.built);
+  std::printf("%14zu %12zu %10s %9zu %10.1f", bytes, p.count, algo, p.choice.chunk, p.choice.est_us);
+  if (p.lane) {
+    std::printf(" %9s %13s %13s %13s\n", "-", "-", "-", "-");
+  } else {
+    std::printf(" %9zu %13zu %13zu %13zu\n", busiest(p, [](const auto& t) { return t.msgs_out; }),
+                busiest(p, [](const auto& t) { return t.out[0]; }),
+                busiest(p, [](const auto& t) { return t.out[1]; }), net_total);
+  }
+  if (o.why) std::printf("#   why: %s\n", p.choice.why.c_str());
+  if (o.ranks && !p.lane) print_ranks(o, p);
+  for (const std::string& m : p.mismatches) std::printf("# SCHEDULE ERROR: %s\n", m.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    }
+  Options o;
+  if (std::string e = parse(argc, argv, &o); !e.empty()) {
+    std::fprintf(stderr, "zcx-plan: %s\n", e.c_str());
+    usage(stderr);
+    return 2;
+  }
+  print_header(o);
+  bool consistent = true;
+  for (size_t bytes = o.minbytes; bytes <= o.maxbytes; bytes *= static_cast<size_t>(o.factor)) {
+    o.in.bytes = bytes;
+    Plan p;
+    if (std::string e = zcx::plan::make_plan(o.in, &p); !e.empty()) {
+      std::fprintf(stderr, "zcx-plan: %s\n", e.c_str());
+      return 2;
+    }
+    print_row(o, p, bytes);
+    consistent &= p.mismatches.empty();
+    if (bytes > o.maxbytes / static_cast<size_t>(o.factor)) break;  // the next step overflows
+  }
+  return consistent ? 0 : 1;
+}
