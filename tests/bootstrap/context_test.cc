@@ -245,6 +245,19 @@ TEST_F(ContextTest, NoCommonProviderNamesThePeersProviders) {
       });
 }
 
+// No provider with a device at all (say a ZCX_SOCKET_IFNAME that matches nothing): the error
+// sends the user to zcx-info, which says why for each provider.
+TEST_F(ContextTest, NoProviderWithADeviceSaysWhereToLook) {
+  run(2, [](int) { return ContextOptions{{test::fake_nodev_provider()}, "h"}; },
+      [](Context& c, int r) {
+        Endpoint* ep = nullptr;
+        EXPECT_EQ(c.endpoint(1 - r, &ep), Status::kNoDevice);
+        EXPECT_NE(std::string(last_error()).find("this rank found no provider with a device: "
+                                                 "`zcx-info` says why"),
+                  std::string::npos) << last_error();
+      });
+}
+
 TEST_F(ContextTest, ReceivePostedBeforeThePeerConnects) {
   run(2, both_providers, [](Context& c, int r) {
     Endpoint* ep = nullptr;

@@ -199,12 +199,18 @@ Status ContextImpl::choose_provider(int peer, const std::string& name, size_t* s
   if (find_provider(peer, name, slot)) return Status::kSuccess;
   const bool same_host = ranks_[static_cast<size_t>(rank())].host_id ==
                          ranks_[static_cast<size_t>(peer)].host_id;
+  const std::string mine = provider_list(rank());
+  // None at all here: a setting (ZCX_PROVIDERS, ZCX_SOCKET_IFNAME, ZCX_IB_HCA) or a missing
+  // library left every provider without a device; zcx-info prints each one's reason.
+  const char* advice = mine.empty() ? "this rank found no provider with a device: `zcx-info` "
+                                      "says why for each, under the same ZCX_ settings"
+                                    : "check ZCX_PROVIDERS and that the providers have devices "
+                                      "on both hosts";
   return set_error(Status::kNoDevice, kLogInit,
-                   "rank %d: no provider%s%s reaches %s (this rank has [%s], the peer [%s]%s); "
-                   "check ZCX_PROVIDERS and that the providers have devices on both hosts",
+                   "rank %d: no provider%s%s reaches %s (this rank has [%s], the peer [%s]%s); %s",
                    rank(), name.empty() ? "" : " named ", name.c_str(), who(peer).c_str(),
-                   provider_list(rank()).c_str(), provider_list(peer).c_str(),
-                   same_host ? "" : "; shm/cuda_ipc only reach the same host");
+                   mine.c_str(), provider_list(peer).c_str(),
+                   same_host ? "" : "; shm/cuda_ipc only reach the same host", advice);
 }
 
 Status ContextImpl::endpoint(int peer, Endpoint** ep, const std::string& provider) {
