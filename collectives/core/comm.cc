@@ -352,12 +352,39 @@ Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
   return Status::kSuccess;
 }
 
+// Sends to self and receives from self, paired in call order, become copies: NCCL and MPI
+// allow them (a rank of a one-rank job, or an alltoall written as sends and receives, talks
+// to itself). A send to self without its receive in the group could never complete.
+Status Comm::self_copies(const std::vector<OpArgs>& calls, Schedule* out) const {
+  std::vector<const OpArgs*> sends, recvs;
+  for (const OpArgs& call : calls)
+    if (call.root == rank_) (call.sendbuf ? sends : recvs).push_back(&call);
+  if (sends.size() != recvs.size())
+    return set_error(Status::kInvalidUsage, kLogColl, "comm '%s' rank %d: %zu sends to self and "
+                     "%zu receives from self: each needs its partner in the same group "
+                     "(zcx_group_start/end)", name_.c_str(), rank_, sends.size(), recvs.size());
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const size_t sent = sends[i]->count * sends[i]->esize(), room = recvs[i]->count * recvs[i]->esize();
+    if (sent != room)
+      return set_error(Status::kMismatch, kLogColl, "comm '%s' rank %d: send to self #%zu has "
+                       "%zu bytes, its receive %zu", name_.c_str(), rank_, i + 1, sent, room);
+    if (recvs[i]->recvbuf != sends[i]->sendbuf) out->copy(recvs[i]->recvbuf, sends[i]->sendbuf, sent);
+  }
+  return Status::kSuccess;
+}
+
 Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
   ZCX_TRY(claim_context());  // before plan numbers the messages
   refresh_tuning();
   auto op = std::make_shared<Op>(ZCX_UINT8, ZCX_SUM);
+  if (Status st = self_copies(calls, &op->sched); st != Status::kSuccess) {
+    release_context_if_idle();
+    return st;
+  }
+  op->desc.kind = static_cast<uint8_t>(CollKind::kSendRecv);
   for (const OpArgs& call : calls) {
+    if (call.root == rank_) continue;  // a copy (self_copies)
     Op one(call.dtype, call.op);
     if (Status st = plan(call, &one); st != Status::kSuccess) {
       release_context_if_idle();

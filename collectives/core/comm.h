@@ -178,6 +178,7 @@ class Comm final : public PeerLinks {
   void index_hosts();
   bool host_oversubscribed() const;
   Status check_usable();
+  Status self_copies(const std::vector<OpArgs>& calls, Schedule* out) const;
   // A borrowed context (zcx_comm_init_context) is claimed while operations are in flight.
   Status claim_context() { return claim_ ? claim_->acquire() : Status::kSuccess; }
   void release_context_if_idle() {

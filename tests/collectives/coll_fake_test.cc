@@ -180,6 +180,58 @@ TEST_P(RootedTest, ReduceToEveryRoot) {
 INSTANTIATE_TEST_SUITE_P(Algos, RootedTest, ::testing::ValuesIn(cases({"chain", "binomial"})),
                          case_name);
 
+// A point-to-point call of `count` int32 to or from `peer` (a send when `out` is set).
+OpArgs p2p(int peer, const int32_t* out, int32_t* in, size_t count) {
+  OpArgs a;
+  a.kind = CollKind::kSendRecv;
+  a.dtype = ZCX_INT32;
+  a.root = peer;
+  a.count = count;
+  a.sendbuf = out;
+  a.recvbuf = in;
+  return a;
+}
+
+Status run_group(Comm& c, const std::vector<OpArgs>& calls) {
+  std::shared_ptr<Op> op;
+  ZCX_TRY(c.post_group(calls, &op));
+  return c.wait(*op);
+}
+
+// Sends to self pair with receives from self in call order, within a group, alongside
+// sends to peers (as NCCL and MPI allow); unpaired or unequal ones are refused before
+// anything moves, and the communicator stays usable.
+TEST(SendRecv, ToSelfInAGroupIsACopy) {
+  for (int n : {1, 3}) {
+    run_ranks(n, [&](int r, Comm& c) {
+      const size_t count = 1000;
+      std::vector<int32_t> mine(count), other(count), self1(count), self2(count), from_prev(count);
+      for (size_t i = 0; i < count; ++i) mine[i] = val(r, i), other[i] = val(r + 10, i);
+      std::vector<OpArgs> calls = {p2p(r, mine.data(), nullptr, count),
+                                   p2p(r, other.data(), nullptr, count),
+                                   p2p(r, nullptr, self1.data(), count),
+                                   p2p(r, nullptr, self2.data(), count)};
+      if (n > 1) {
+        calls.push_back(p2p((r + 1) % n, mine.data(), nullptr, count));
+        calls.push_back(p2p((r + n - 1) % n, nullptr, from_prev.data(), count));
+      }
+      ASSERT_EQ(run_group(c, calls), Status::kSuccess) << last_error();
+      EXPECT_EQ(self1, mine);
+      EXPECT_EQ(self2, other);
+      if (n > 1) {
+        EXPECT_EQ(from_prev[count - 1], val((r + n - 1) % n, count - 1));
+      }
+      EXPECT_EQ(run_group(c, {p2p(r, mine.data(), nullptr, count)}), Status::kInvalidUsage);
+      EXPECT_NE(std::string(last_error()).find("1 sends to self and 0 receives from self"),
+                std::string::npos) << last_error();
+      EXPECT_EQ(run_group(c, {p2p(r, mine.data(), nullptr, count), p2p(r, nullptr, self1.data(), 10)}),
+                Status::kMismatch);
+      EXPECT_EQ(run_group(c, {p2p(r, mine.data(), nullptr, 5), p2p(r, nullptr, self1.data(), 5)}),
+                Status::kSuccess) << last_error();
+    });
+  }
+}
+
 }  // namespace
 }  // namespace zcx::coll::fake
 

@@ -191,7 +191,9 @@ ZCX_API zcx_status_t zcx_coll_recv(void* buf, size_t count, zcx_dtype_t dtype, i
 
 /* Groups: point-to-point calls between start and end (nestable, per thread) are posted
  * together at the outermost end, which then waits for all of them. One communicator per
- * group; collectives inside a group run at once, as outside (this version). */
+ * group; collectives inside a group run at once, as outside (this version). A rank may send
+ * to itself: each send to self pairs, in call order, with a receive from self of the same
+ * size in the same group (a copy); an unpaired one is refused (ZCX_ERR_INVALID_USAGE). */
 ZCX_API zcx_status_t zcx_group_start(void);
 ZCX_API zcx_status_t zcx_group_end(void);
 
