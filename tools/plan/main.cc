@@ -29,7 +29,7 @@ void usage(FILE* to) {
       "<op>: allreduce broadcast reduce allgather reducescatter alltoall (also all_reduce,\n"
       "      all_gather, reduce_scatter). Sizes count as in zcx-perf coll and nccl-tests.\n"
       "\n"
-      "  -n, --nranks N          ranks in the communicator\n"
+      "  -n, --nranks N          ranks in the communicator (at most 1024)\n"
       "  --hosts H               ranks spread over H hosts in blocks, as mpirun places them\n"
       "                          (default 1)\n"
       "  --ppn P                 P ranks per host instead (the last host may have fewer)\n"
@@ -51,6 +51,8 @@ void usage(FILE* to) {
       "rank copies through one shared segment. Exit status 1 if a schedule's sends and\n"
       "receives between two ranks disagree (never expected), 2 on bad arguments.\n");
 }
+
+constexpr long kMaxRanks = 1024;
 
 struct Options {
   PlanInput in;
@@ -91,10 +93,13 @@ bool parse_long(const std::string& text, long lo, long hi, long* out) {
 std::string apply(const std::string& name, const std::string& value, Options* o) {
   long v = 0;
   if (name == "-n" || name == "--nranks") {
-    if (!parse_long(value, 1, 1 << 16, &v)) return name + " needs a rank count from 1 to 65536";
+    // Every rank's schedule is built and each pair of ranks checked: n^2 work and memory.
+    if (!parse_long(value, 1, kMaxRanks, &v))
+      return name + " needs a rank count from 1 to " + std::to_string(kMaxRanks);
     o->nranks = static_cast<int>(v);
   } else if (name == "--hosts" || name == "--ppn") {
-    if (!parse_long(value, 1, 1 << 16, &v)) return name + " needs a number from 1 to 65536";
+    if (!parse_long(value, 1, kMaxRanks, &v))
+      return name + " needs a number from 1 to " + std::to_string(kMaxRanks);
     (name == "--hosts" ? o->hosts : o->ppn) = static_cast<int>(v);
   } else if (name == "-b" || name == "--minbytes" || name == "-e" || name == "--maxbytes") {
     auto size = zcx::config::parse_size(value);
@@ -107,7 +112,7 @@ std::string apply(const std::string& name, const std::string& value, Options* o)
   } else if (name == "-o" || name == "--op") {
     if (!parse_redop(value, &o->in.op)) return name + " needs sum, prod, min, max or avg";
   } else if (name == "-r" || name == "--root") {
-    if (!parse_long(value, 0, 1 << 16, &v)) return name + " needs a rank";
+    if (!parse_long(value, 0, kMaxRanks - 1, &v)) return name + " needs a rank";
     o->in.root = static_cast<int>(v);
   } else {
     return "unknown option '" + name + "'";
