@@ -66,12 +66,15 @@ Status ContextImpl::setup(const ContextOptions& options) {
 }
 
 // Maps the departure page of every other rank with our host identity (base/departures.h).
+// The tokens are needed only here: none is kept afterwards.
 void ContextImpl::watch_host_peers() {
-  const RemoteRank& me = ranks_[static_cast<size_t>(rank())];
+  const uint64_t my_host = ranks_[static_cast<size_t>(rank())].host_id;
   for (int r = 0; r < nranks(); ++r) {
-    const RemoteRank& them = ranks_[static_cast<size_t>(r)];
-    if (r != rank() && them.host_id == me.host_id)
+    RemoteRank& them = ranks_[static_cast<size_t>(r)];
+    if (r != rank() && them.host_id == my_host)
       departures_.watch(r, bs_->pid(r), them.departure_fd, them.departure_token);
+    them.departure_fd = -1;
+    them.departure_token = 0;
   }
 }
 

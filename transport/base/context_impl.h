@@ -53,8 +53,8 @@ struct ProviderSlot {
 
 struct RemoteRank {
   uint64_t host_id = 0;
-  int32_t departure_fd = -1;  // its departure page (base/departures.h), -1: none
-  uint64_t departure_token = 0;
+  int32_t departure_fd = -1;  // its departure page (base/departures.h), -1: none; both
+  uint64_t departure_token = 0;  // cleared once the page is mapped (watch_host_peers)
   std::vector<std::pair<uint8_t, std::vector<uint8_t>>> providers;  // (id, handle) in its order
 };
 
