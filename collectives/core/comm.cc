@@ -76,6 +76,7 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
   c->data_eps_.assign(c->world_.size(), nullptr);
   c->index_hosts();
   if (!c->owned_ctx_) c->claim_ = std::make_unique<ContextClaim>(ctx, "communicator '" + c->name_ + "'");
+  c->stats_ = std::make_unique<CommStats>(c->nranks());
   c->p2p_sent_.assign(c->world_.size(), 0);
   c->p2p_recvd_.assign(c->world_.size(), 0);
   *out = std::move(c);
@@ -83,6 +84,12 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
 }
 
 Comm::~Comm() {
+  if (stats_->enabled()) {
+    const std::string text = stats_->report(name_, rank_, [this](int peer) {
+      return eps_[peer] ? std::string(eps_[peer]->provider()->name) : std::string();
+    });
+    fputs(text.c_str(), stderr);
+  }
   size_t stuck = 0;
   for (auto& op : graveyard_) stuck += op->exec && op->exec->has_inflight();
   if (stuck && !owned_ctx_)
@@ -256,6 +263,8 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   }
   auto pool = a.device >= 0 && gpu_ ? gpu_->device_scratch() : scratch_;
   ZCX_TRY(build_schedule(a, c.algo, pool, &op->sched, &c.algo));
+  stats_->count_op(a.kind, c.algo, select_bytes(a));
+  stats_->count_schedule(op->sched);
   fill_desc(a, c.algo, &op->desc);
   return Status::kSuccess;
 }

@@ -10,6 +10,7 @@
 #include "base/context.h"
 #include "common/clock.h"
 #include "common/proc_watch.h"
+#include "core/comm_stats.h"
 #include "core/context_claim.h"
 #include "core/desc.h"
 #include "core/shared_lane.h"
@@ -222,6 +223,7 @@ class Comm final : public PeerLinks {
   std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ (GPUDirect or staged)
   std::deque<std::shared_ptr<Op>> queue_;
   std::unique_ptr<ContextClaim> claim_;  // null when the context is this communicator's own
+  std::unique_ptr<CommStats> stats_;      // ZCX_STATS
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;
   std::atomic<bool> abort_requested_{false};  // request_abort(): seen by progress()

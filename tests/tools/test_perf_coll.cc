@@ -112,6 +112,37 @@ TEST(ZcxPerfColl, SendrecvInPlaceIsNotChecked) {
   EXPECT_NE(r.out.find("N/A"), std::string::npos) << r.out;
 }
 
+// ZCX_STATS: at destroy every rank prints its operations and per-peer traffic. A ring
+// allreduce of 3 x 256 KiB over 3 ranks sends 2 * 2/3 of the vector to the next rank and
+// receives as much from the previous one, per call, over tcp.
+TEST(ZcxPerfColl, StatsCountOperationsAndPerPeerTraffic) {
+  const size_t kBytes = 3 * 262144, kPerCall = 2 * 2 * kBytes / 3;
+  ToolResult r = run_tool("ZCX_STATS=1 ZCX_ALGO=allreduce:ring ZCX_COLL_SHARED_LANE=0 " + kRun +
+                          " -np 3 --timeout 60 -- " + kPerf + " coll allreduce -b " +
+                          std::to_string(kBytes) + " -e " + std::to_string(kBytes) +
+                          " -n 2 -w 1 --reps 1 -c 0 --provider tcp");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string me = R"(\[)" + std::to_string(rank) + R"(\] \[zcx stats\])";
+    std::smatch m;
+    // 6 calls of kBytes (warm-up and timed, out of and in place), and zcx-perf's own few
+    // small set-up allreduces.
+    ASSERT_TRUE(std::regex_search(all, m, std::regex(me + R"( +allreduce +ring +[0-9]+ calls +([0-9]+) bytes)")))
+        << all;
+    EXPECT_GE(std::stoull(m[1]), 6 * kBytes);
+    EXPECT_LT(std::stoull(m[1]), 6 * kBytes + 4096);
+    // Sent to the next rank and received from the previous one: the ring's bytes (plus the
+    // set-up calls' few).
+    for (const auto& [peer, column] : {std::pair{(rank + 1) % 3, 1}, std::pair{(rank + 2) % 3, 2}}) {
+      const std::regex row(me + " +" + std::to_string(peer) + R"( tcp +([0-9]+) +[0-9]+ +([0-9]+) +[0-9]+)");
+      ASSERT_TRUE(std::regex_search(all, m, row)) << all;
+      EXPECT_GE(std::stoull(m[column]), 6 * kPerCall) << "rank " << rank << " peer " << peer;
+      EXPECT_LT(std::stoull(m[column]), 6 * kPerCall + 4096) << "rank " << rank << " peer " << peer;
+    }
+  }
+}
+
 TEST(ZcxPerfColl, BadOptionsAndHelp) {
   ToolResult help = run_tool(kPerf + " coll --help");
   EXPECT_EQ(help.exit_code, 0);
