@@ -182,13 +182,8 @@ INSTANTIATE_TEST_SUITE_P(Algos, RootedTest, ::testing::ValuesIn(cases({"chain", 
 
 // A point-to-point call of `count` int32 to or from `peer` (a send when `out` is set).
 OpArgs p2p(int peer, const int32_t* out, int32_t* in, size_t count) {
-  OpArgs a;
-  a.kind = CollKind::kSendRecv;
-  a.dtype = ZCX_INT32;
+  OpArgs a = int32_args(CollKind::kSendRecv, out, in, count);
   a.root = peer;
-  a.count = count;
-  a.sendbuf = out;
-  a.recvbuf = in;
   return a;
 }
 

@@ -23,6 +23,17 @@ inline Status run_op(Comm& c, const OpArgs& a, const char* expect_algo = nullptr
   return c.wait(*op);
 }
 
+// An int32 call of `count` elements (op, root and the rest at their defaults).
+inline OpArgs int32_args(CollKind k, const void* s, void* r, size_t count) {
+  OpArgs a;
+  a.kind = k;
+  a.sendbuf = s;
+  a.recvbuf = r;
+  a.count = count;
+  a.dtype = ZCX_INT32;
+  return a;
+}
+
 // Rank r's element i: distinct per rank and index, wraps like int32.
 inline int32_t val(int rank, size_t i) {
   return static_cast<int32_t>(static_cast<uint32_t>(rank + 1) * 7919u + static_cast<uint32_t>(i) * 2654435761u);
