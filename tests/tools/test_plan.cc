@@ -114,6 +114,10 @@ TEST(ZcxPlan, BadArgumentsSayWhatIsWrong) {
     EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
   }
   EXPECT_EQ(run_tool(kPlan + " --help").exit_code, 0);
+  // From size 0 the sizes go on (0, 1, 4, 16), never stuck at 0.
+  ToolResult zero = run_tool("timeout 20 " + kPlan + " allreduce -n 2 -b 0 -e 16 --no-lane");
+  EXPECT_EQ(zero.exit_code, 0) << zero.err;
+  EXPECT_EQ(rows(zero.out).size(), 4u) << zero.out;
 }
 
 }  // namespace

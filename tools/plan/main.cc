@@ -208,7 +208,9 @@ int main(int argc, char** argv) {
   }
   print_header(o);
   bool consistent = true;
-  for (size_t bytes = o.minbytes; bytes <= o.maxbytes; bytes *= static_cast<size_t>(o.factor)) {
+  const auto step = static_cast<size_t>(o.factor);
+  // From 0 the next size is 1 (0 times the factor would stay 0 for ever).
+  for (size_t bytes = o.minbytes; bytes <= o.maxbytes; bytes = bytes ? bytes * step : 1) {
     o.in.bytes = bytes;
     Plan p;
     if (std::string e = zcx::plan::make_plan(o.in, &p); !e.empty()) {
@@ -217,7 +219,7 @@ int main(int argc, char** argv) {
     }
     print_row(o, p, bytes);
     consistent &= p.mismatches.empty();
-    if (bytes > o.maxbytes / static_cast<size_t>(o.factor)) break;  // the next step overflows
+    if (bytes > o.maxbytes / step) break;  // the next size is past -e (or would overflow)
   }
   return consistent ? 0 : 1;
 }
