@@ -17,7 +17,7 @@ const std::string kPlan = ZCX_PLAN_PATH;
 struct Row {
   size_t size = 0, count = 0;
   std::string algo;
-  size_t msgs_out = 0, shm_out = 0, net_out = 0, net_total = 0;
+  size_t msgs_out = 0, shm_out = 0, net_out = 0, host_out = 0, net_total = 0;
 };
 
 // The size rows of zcx-plan's table (lines not starting with '#'; the lane prints '-').
@@ -29,10 +29,11 @@ std::vector<Row> rows(const std::string& out) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream f(line);
     Row r;
-    std::string chunk, est, msgs, shm, net, total;
-    f >> r.size >> r.count >> r.algo >> chunk >> est >> msgs >> shm >> net >> total;
+    std::string chunk, est, msgs, shm, net, host, total;
+    f >> r.size >> r.count >> r.algo >> chunk >> est >> msgs >> shm >> net >> host >> total;
     if (msgs != "-") r.msgs_out = std::stoull(msgs), r.shm_out = std::stoull(shm),
-                     r.net_out = std::stoull(net), r.net_total = std::stoull(total);
+                     r.net_out = std::stoull(net), r.host_out = std::stoull(host),
+                     r.net_total = std::stoull(total);
     all.push_back(r);
   }
   return all;
@@ -57,6 +58,11 @@ TEST(ZcxPlan, RingAllreduceSendsTwiceTheVectorLessOneShare) {
   ring = one_row("ZCX_ALGO=ring", "allreduce -n 8 --hosts 2 -b 8M -e 8M");
   EXPECT_EQ(ring.net_out, 2 * 7 * (size_t{8} << 20) / 8);
   EXPECT_EQ(ring.net_total, 2 * ring.net_out);
+  EXPECT_EQ(ring.host_out, ring.net_out);  // one crossing link leaves each host
+  // Rabenseifner: every rank of a host crosses in the same step, through the one NIC.
+  Row rhd = one_row("ZCX_ALGO=rhd", "allreduce -n 16 --hosts 2 -b 1M -e 1M");
+  EXPECT_EQ(rhd.algo, "rhd");
+  EXPECT_EQ(rhd.host_out, 8 * rhd.net_out);
   // --ppn 3: hosts of 3, 3 and 2 ranks, three crossing links.
   ring = one_row("ZCX_ALGO=ring", "allreduce -n 8 --ppn 3 -b 8M -e 8M");
   EXPECT_EQ(ring.net_total, 3 * ring.net_out);

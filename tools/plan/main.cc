@@ -46,8 +46,8 @@ void usage(FILE* to) {
       "  --why                   the selector's reasoning (every candidate's estimate)\n"
       "  -h, --help              this text\n"
       "\n"
-      "Columns: the busiest rank's messages and bytes out by link, and net_total, the bytes\n"
-      "that cross hosts in all. 'shared' is the one-host shared lane: no messages, every\n"
+      "Columns: the busiest rank's messages and bytes out by link, host_out, the most bytes\n"
+      "that leave one host (one NIC's load), and net_total, the bytes that cross hosts. 'shared' is the one-host shared lane: no messages, every\n"
       "rank copies through one shared segment. Exit status 1 if a schedule's sends and\n"
       "receives between two ranks disagree (never expected), 2 on bad arguments.\n");
 }
@@ -160,9 +160,10 @@ void print_header(const Options& o) {
               hosts == 1 ? "" : "s", (o.nranks + hosts - 1) / hosts,
               in.lane ? "" : ", shared lane off");
   std::printf("# nothing runs: the selector's choice and every rank's schedule, counted; busiest\n"
-              "# = the largest over the ranks; net_total = bytes that cross hosts, all ranks\n");
-  std::printf("#%13s %12s %10s %9s %10s %9s %13s %13s %13s\n", "size", "count", "algorithm",
-              "chunk", "model_us", "msgs_out", "shm_out", "net_out", "net_total");
+              "# = the largest over the ranks; host_out = the most bytes leaving one host (what\n"
+              "# one NIC per host carries); net_total = bytes that cross hosts, all ranks\n");
+  std::printf("#%13s %12s %10s %9s %10s %9s %13s %13s %13s %13s\n", "size", "count", "algorithm",
+              "chunk", "model_us", "msgs_out", "shm_out", "net_out", "host_out", "net_total");
 }
 
 void print_ranks(const Options& o, const Plan& p) {
@@ -176,16 +177,19 @@ void print_ranks(const Options& o, const Plan& p) {
 }
 
 void print_row(const Options& o, const Plan& p, size_t bytes) {
+  std::vector<size_t> host_out(static_cast<size_t>(o.in.host_of.back()) + 1);
+  for (size_t r = 0; r < p.ranks.size(); ++r) host_out[static_cast<size_t>(o.in.host_of[r])] += p.ranks[r].out[1];
   size_t net_total = 0;
-  for (const auto& t : p.ranks) net_total += t.out[1];
+  for (size_t h : host_out) net_total += h;
   const char* algo = zcx::coll::algo_name(p.lane ? p.choice.algo : p.built);
   std::printf("%14zu %12zu %10s %9zu %10.1f", bytes, p.count, algo, p.choice.chunk, p.choice.est_us);
   if (p.lane) {
-    std::printf(" %9s %13s %13s %13s\n", "-", "-", "-", "-");
+    std::printf(" %9s %13s %13s %13s %13s\n", "-", "-", "-", "-", "-");
   } else {
-    std::printf(" %9zu %13zu %13zu %13zu\n", busiest(p, [](const auto& t) { return t.msgs_out; }),
+    std::printf(" %9zu %13zu %13zu %13zu %13zu\n", busiest(p, [](const auto& t) { return t.msgs_out; }),
                 busiest(p, [](const auto& t) { return t.out[0]; }),
-                busiest(p, [](const auto& t) { return t.out[1]; }), net_total);
+                busiest(p, [](const auto& t) { return t.out[1]; }),
+                *std::max_element(host_out.begin(), host_out.end()), net_total);
   }
   if (o.why) std::printf("#   why: %s\n", p.choice.why.c_str());
   if (o.ranks && !p.lane) print_ranks(o, p);
