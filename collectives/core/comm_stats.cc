@@ -28,8 +28,8 @@ void line(std::string* out, const char* fmt, ...) {
 
 }  // namespace
 
-CommStats::CommStats(int nranks) : enabled_(kStatsParam.get()) {
-  if (enabled_) peers_.resize(static_cast<size_t>(nranks));
+CommStats::CommStats(int nranks) : enabled_(kStatsParam.get()), nranks_(nranks) {
+  if (enabled_) traffic_ = ScheduleTraffic(nranks);
 }
 
 void CommStats::add_op(CollKind kind, Algo algo, size_t bytes) {
@@ -38,22 +38,13 @@ void CommStats::add_op(CollKind kind, Algo algo, size_t bytes) {
   t.bytes += bytes;
 }
 
-void CommStats::add_schedule(const Schedule& s) {
-  for (const Task& t : s.tasks()) {
-    if (t.peer < 0 || static_cast<size_t>(t.peer) >= peers_.size()) continue;
-    PeerTally& p = peers_[static_cast<size_t>(t.peer)];
-    if (t.kind == TaskKind::kSend) p.sent += t.bytes, ++p.sends;
-    if (t.kind == TaskKind::kRecv) p.received += t.bytes, ++p.receives;
-  }
-}
-
 std::string CommStats::report(const std::string& comm, int rank,
                               const std::function<std::string(int)>& link) const {
   std::string out;
   uint64_t calls = 0;
   for (const auto& [key, t] : ops_) calls += t.calls;
   line(&out, "[zcx stats] comm '%s' rank %d of %zu: %" PRIu64 " operations", comm.c_str(), rank,
-       peers_.size(), calls);
+       static_cast<size_t>(nranks_), calls);
   for (const auto& [key, t] : ops_)
     line(&out, "[zcx stats]   %-14s %-8s %12" PRIu64 " calls %16" PRIu64 " bytes",
          coll_kind_name(static_cast<CollKind>(key.first)),
@@ -61,8 +52,8 @@ std::string CommStats::report(const std::string& comm, int rank,
          t.calls, t.bytes);
   line(&out, "[zcx stats]   %6s %-9s %16s %10s %16s %10s", "peer", "link", "sent_bytes", "sends",
        "recv_bytes", "recvs");
-  for (size_t r = 0; r < peers_.size(); ++r) {
-    const PeerTally& p = peers_[r];
+  for (size_t r = 0; r < traffic_.peers.size(); ++r) {
+    const PeerTraffic& p = traffic_.peers[r];
     if (p.sends + p.receives == 0) continue;
     const std::string via = link(static_cast<int>(r));
     line(&out, "[zcx stats]   %6zu %-9s %16" PRIu64 " %10" PRIu64 " %16" PRIu64 " %10" PRIu64, r,

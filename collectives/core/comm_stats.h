@@ -30,7 +30,7 @@ class CommStats {
   // The messages of one rank's schedule: per peer, as planned (a failed operation's count
   // says what it was to move).
   void count_schedule(const Schedule& s) {
-    if (enabled_) add_schedule(s);
+    if (enabled_) traffic_.add(s);
   }
   // The summary; `link(peer)` names the provider to that peer ("" when never connected).
   std::string report(const std::string& comm, int rank,
@@ -38,16 +38,13 @@ class CommStats {
 
  private:
   void add_op(CollKind kind, Algo algo, size_t bytes);
-  void add_schedule(const Schedule& s);
   struct Tally {
     uint64_t calls = 0, bytes = 0;
   };
-  struct PeerTally {
-    uint64_t sent = 0, sends = 0, received = 0, receives = 0;
-  };
   bool enabled_ = false;
+  int nranks_ = 0;
   std::map<std::pair<int, int>, Tally> ops_;  // (CollKind, Algo)
-  std::vector<PeerTally> peers_;
+  ScheduleTraffic traffic_;                   // sized only when enabled
 };
 
 }  // namespace zcx::coll

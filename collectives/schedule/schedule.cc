@@ -93,4 +93,15 @@ void Schedule::append(Schedule&& other) {
   other.scratch_.clear();
 }
 
+void ScheduleTraffic::add(const Schedule& s) {
+  for (const Task& t : s.tasks()) {
+    if (t.kind == TaskKind::kReduce) reduced += t.bytes;
+    if (t.kind == TaskKind::kCopy) copied += t.bytes;
+    if (t.peer < 0 || static_cast<size_t>(t.peer) >= peers.size()) continue;
+    PeerTraffic& p = peers[static_cast<size_t>(t.peer)];
+    if (t.kind == TaskKind::kSend) p.sent += t.bytes, ++p.sends;
+    if (t.kind == TaskKind::kRecv) p.received += t.bytes, ++p.receives;
+  }
+}
+
 }  // namespace zcx::coll

@@ -85,4 +85,17 @@ class Schedule {
   std::vector<ScratchBlock> scratch_;
 };
 
+// What schedules move, added up: per peer (communicator rank) the bytes and messages sent
+// and received (header-only messages count as messages), and the bytes reduced and copied
+// locally. ZCX_STATS (core/comm_stats) and zcx-plan count with it.
+struct PeerTraffic {
+  uint64_t sent = 0, sends = 0, received = 0, receives = 0;
+};
+struct ScheduleTraffic {
+  explicit ScheduleTraffic(int nranks = 0) : peers(static_cast<size_t>(nranks)) {}
+  void add(const Schedule& s);
+  std::vector<PeerTraffic> peers;
+  uint64_t reduced = 0, copied = 0;
+};
+
 }  // namespace zcx::coll

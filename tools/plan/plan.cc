@@ -74,52 +74,36 @@ coll::SelectInput select_input(const PlanInput& in, size_t count, size_t esize) 
   return si;
 }
 
-// What passes between each ordered pair of ranks: sends add, the peer's receives subtract,
-// so a pair that agrees ends at zero (bytes and messages).
-class PairBalance {
- public:
-  explicit PairBalance(int n) : n_(static_cast<size_t>(n)), bytes_(n_ * n_), msgs_(n_ * n_) {}
-  void add(int from, int to, int64_t bytes, int64_t msgs) {
-    const size_t at = static_cast<size_t>(from) * n_ + static_cast<size_t>(to);
-    bytes_[at] += bytes;
-    msgs_[at] += msgs;
-  }
-  std::vector<std::string> disagreements() const {
-    std::vector<std::string> out;
-    for (size_t at = 0; at < bytes_.size(); ++at)
-      if (bytes_[at] != 0 || msgs_[at] != 0)
-        out.push_back("rank " + std::to_string(at / n_) + " -> rank " + std::to_string(at % n_) +
-                      ": sends and receives disagree (" + std::to_string(bytes_[at]) +
-                      " bytes, " + std::to_string(msgs_[at]) + " messages more sent than received)");
-    return out;
-  }
-
- private:
-  size_t n_;
-  std::vector<int64_t> bytes_, msgs_;
-};
-
-void count_tasks(const coll::Schedule& s, int rank, const std::vector<int>& host_of,
-                 RankTraffic* t, PairBalance* balance) {
-  for (const coll::Task& task : s.tasks()) {
-    const bool message = task.kind == coll::TaskKind::kSend || task.kind == coll::TaskKind::kRecv;
-    if (!message) {
-      (task.kind == coll::TaskKind::kReduce ? t->reduced : t->copied) += task.bytes;
-      continue;
-    }
-    const bool same_host = host_of[static_cast<size_t>(task.peer)] == host_of[static_cast<size_t>(rank)];
+// One rank's traffic by link class: peers on its host over shm, the others over the net.
+RankTraffic by_link(const coll::ScheduleTraffic& t, int rank, const std::vector<int>& host_of) {
+  RankTraffic out;
+  for (size_t peer = 0; peer < t.peers.size(); ++peer) {
+    const coll::PeerTraffic& p = t.peers[peer];
+    const bool same_host = host_of[peer] == host_of[static_cast<size_t>(rank)];
     const int link = static_cast<int>(same_host ? LinkClass::kShm : LinkClass::kNet);
-    const auto bytes = static_cast<int64_t>(task.bytes);
-    if (task.kind == coll::TaskKind::kSend) {
-      t->out[link] += task.bytes;
-      ++t->msgs_out;
-      balance->add(rank, task.peer, bytes, 1);
-    } else {
-      t->in[link] += task.bytes;
-      ++t->msgs_in;
-      balance->add(task.peer, rank, -bytes, -1);
-    }
+    out.out[link] += p.sent;
+    out.in[link] += p.received;
+    out.msgs_out += p.sends;
+    out.msgs_in += p.receives;
   }
+  out.reduced = t.reduced;
+  out.copied = t.copied;
+  return out;
+}
+
+// Each ordered pair of ranks whose sends and the peer's receives differ.
+std::vector<std::string> disagreements(const std::vector<coll::ScheduleTraffic>& all) {
+  std::vector<std::string> out;
+  for (size_t a = 0; a < all.size(); ++a)
+    for (size_t b = 0; b < all.size(); ++b) {
+      const coll::PeerTraffic &sent = all[a].peers[b], &got = all[b].peers[a];
+      if (sent.sent == got.received && sent.sends == got.receives) continue;
+      out.push_back("rank " + std::to_string(a) + " -> rank " + std::to_string(b) +
+                    ": sends and receives disagree (" + std::to_string(sent.sent) + " bytes in " +
+                    std::to_string(sent.sends) + " messages sent, " + std::to_string(got.received) +
+                    " in " + std::to_string(got.receives) + " received)");
+    }
+  return out;
 }
 
 // Builds every rank's schedule for `p->choice` and counts it into p->ranks.
@@ -129,7 +113,7 @@ std::string count_schedules(const PlanInput& in, size_t esize, Plan* p) {
   Reserved send(span), recv(span);
   if (!send.get() || !recv.get())
     return "cannot reserve " + std::to_string(span) + " bytes of address space for the buffers";
-  PairBalance balance(n);
+  std::vector<coll::ScheduleTraffic> traffic(static_cast<size_t>(n), coll::ScheduleTraffic(n));
   auto pool = std::make_shared<coll::ScratchPool>();
   for (int r = 0; r < n; ++r) {
     coll::OpArgs a;
@@ -140,9 +124,10 @@ std::string count_schedules(const PlanInput& in, size_t esize, Plan* p) {
     coll::Schedule s(in.dtype, in.op);
     if (coll::build_schedule(a, p->choice.algo, pool, &s, &p->built) != Status::kSuccess)
       return "building rank " + std::to_string(r) + "'s schedule failed: " + last_error();
-    count_tasks(s, r, in.host_of, &p->ranks[static_cast<size_t>(r)], &balance);
+    traffic[static_cast<size_t>(r)].add(s);
+    p->ranks[static_cast<size_t>(r)] = by_link(traffic[static_cast<size_t>(r)], r, in.host_of);
   }
-  p->mismatches = balance.disagreements();
+  p->mismatches = disagreements(traffic);
   return "";
 }
 
