@@ -76,7 +76,7 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
   c->data_eps_.assign(c->world_.size(), nullptr);
   c->index_hosts();
   if (!c->owned_ctx_) c->claim_ = std::make_unique<ContextClaim>(ctx, "communicator '" + c->name_ + "'");
-  c->stats_ = std::make_unique<CommStats>(c->nranks());
+  c->stats_ = CommStats(c->nranks());
   c->p2p_sent_.assign(c->world_.size(), 0);
   c->p2p_recvd_.assign(c->world_.size(), 0);
   *out = std::move(c);
@@ -84,8 +84,8 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
 }
 
 Comm::~Comm() {
-  if (stats_->enabled()) {
-    const std::string text = stats_->report(name_, rank_, [this](int peer) {
+  if (stats_.enabled()) {
+    const std::string text = stats_.report(name_, rank_, [this](int peer) {
       return eps_[peer] ? std::string(eps_[peer]->provider()->name) : std::string();
     });
     fputs(text.c_str(), stderr);
@@ -263,8 +263,8 @@ Status Comm::plan(const OpArgs& in, Op* op) {
   }
   auto pool = a.device >= 0 && gpu_ ? gpu_->device_scratch() : scratch_;
   ZCX_TRY(build_schedule(a, c.algo, pool, &op->sched, &c.algo));
-  stats_->count_op(a.kind, c.algo, select_bytes(a));
-  stats_->count_schedule(op->sched);
+  stats_.count_op(a.kind, c.algo, select_bytes(a));
+  stats_.count_schedule(op->sched);
   fill_desc(a, c.algo, &op->desc);
   return Status::kSuccess;
 }
@@ -382,32 +382,36 @@ Status Comm::self_copies(const std::vector<OpArgs>& calls, Schedule* out) const 
   return Status::kSuccess;
 }
 
+// A group's calls as one operation: copies for the sends to self, then each call's
+// messages, numbered per link once every call has planned (a failed plan numbers none).
+Status Comm::plan_group(const std::vector<OpArgs>& calls, Op* op) {
+  ZCX_TRY(self_copies(calls, &op->sched));
+  op->desc.kind = static_cast<uint8_t>(CollKind::kSendRecv);
+  for (const OpArgs& call : calls) {
+    if (call.root == rank_) continue;  // a copy (self_copies)
+    Op one(call.dtype, call.op);
+    ZCX_TRY(plan(call, &one));
+    op->desc = one.desc;
+    op->sched.append(std::move(one.sched));
+  }
+  for (Task& t : op->sched.mutable_tasks()) {  // p2p message numbers per link
+    if (t.kind == TaskKind::kSend) t.msg_seq = ++p2p_sent_[t.peer];
+    if (t.kind == TaskKind::kRecv) t.msg_seq = ++p2p_recvd_[t.peer];
+  }
+  op->desc.count = 0;
+  op->desc.dtype = ZCX_UINT8;  // p2p headers compare bytes, whatever the dtypes
+  return Status::kSuccess;
+}
+
 Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
   ZCX_TRY(claim_context());  // before plan numbers the messages
   refresh_tuning();
   auto op = std::make_shared<Op>(ZCX_UINT8, ZCX_SUM);
-  if (Status st = self_copies(calls, &op->sched); st != Status::kSuccess) {
+  if (Status st = plan_group(calls, op.get()); st != Status::kSuccess) {
     release_context_if_idle();
     return st;
   }
-  op->desc.kind = static_cast<uint8_t>(CollKind::kSendRecv);
-  for (const OpArgs& call : calls) {
-    if (call.root == rank_) continue;  // a copy (self_copies)
-    Op one(call.dtype, call.op);
-    if (Status st = plan(call, &one); st != Status::kSuccess) {
-      release_context_if_idle();
-      return st;
-    }
-    for (Task& t : one.sched.mutable_tasks()) {  // p2p message numbers per link
-      if (t.kind == TaskKind::kSend) t.msg_seq = ++p2p_sent_[t.peer];
-      if (t.kind == TaskKind::kRecv) t.msg_seq = ++p2p_recvd_[t.peer];
-    }
-    op->desc = one.desc;
-    op->sched.append(std::move(one.sched));
-  }
-  op->desc.count = 0;
-  op->desc.dtype = ZCX_UINT8;  // p2p headers compare bytes, whatever the dtypes
   queue_.push_back(op);
   *out = op;
   (void)progress();

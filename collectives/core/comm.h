@@ -180,6 +180,7 @@ class Comm final : public PeerLinks {
   bool host_oversubscribed() const;
   Status check_usable();
   Status self_copies(const std::vector<OpArgs>& calls, Schedule* out) const;
+  Status plan_group(const std::vector<OpArgs>& calls, Op* op);
   // A borrowed context (zcx_comm_init_context) is claimed while operations are in flight.
   Status claim_context() { return claim_ ? claim_->acquire() : Status::kSuccess; }
   void release_context_if_idle() {
@@ -223,7 +224,7 @@ class Comm final : public PeerLinks {
   std::vector<Endpoint*> data_eps_;    // device memory: cuda_ipc, or eps_ (GPUDirect or staged)
   std::deque<std::shared_ptr<Op>> queue_;
   std::unique_ptr<ContextClaim> claim_;  // null when the context is this communicator's own
-  std::unique_ptr<CommStats> stats_;      // ZCX_STATS
+  CommStats stats_;                       // ZCX_STATS
   std::vector<std::shared_ptr<Op>> graveyard_;  // failed ops whose requests may be in flight
   StickyError err_;
   std::atomic<bool> abort_requested_{false};  // request_abort(): seen by progress()

@@ -99,7 +99,7 @@ void Comm::lane_start(const OpArgs& a, const SelectInput& si, LaneOp* lo) {
   lo->seq = ++lane_seq_;  // from 1: a zeroed slot holds no contribution
   fill_desc(a, Algo::kShared, &lo->desc);
   lo->desc_hash = desc_hash(lo->desc);
-  stats_->count_op(a.kind, Algo::kShared, si.bytes);
+  stats_.count_op(a.kind, Algo::kShared, si.bytes);
   lo->bulk = shared_lane_bulk(si);
   if (!lo->bulk || !lane_ || lane_->bulk_piece() == 0) return;
   lo->rounds = bulk_rounds(a, lane_->bulk_piece());

@@ -20,6 +20,7 @@ namespace zcx::coll {
 
 class CommStats {
  public:
+  CommStats() = default;  // counts nothing
   // Counts nothing unless ZCX_STATS is set (read once, here).
   explicit CommStats(int nranks);
   bool enabled() const { return enabled_; }
