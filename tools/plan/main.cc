@@ -5,7 +5,9 @@
 // over which link", answered before the job runs.
 #include "plan.h"
 
+#include "coll/names.h"
 #include "common/config.h"
+#include "engine/sweep.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +18,7 @@
 
 namespace {
 
+using zcx::coll::CollKind;
 using zcx::plan::Plan;
 using zcx::plan::PlanInput;
 
@@ -36,8 +39,8 @@ void usage(FILE* to) {
       "  -b, --minbytes SIZE     smallest size (default 8; K, M, G suffixes)\n"
       "  -e, --maxbytes SIZE     largest size (default 64M)\n"
       "  -f, --stepfactor F      multiply the size by F between steps (default 4)\n"
-      "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64 float16 bfloat16\n"
-      "                          float32 float64 (default float32)\n"
+      "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64 half bfloat16 float\n"
+      "                          double, as zcx-perf coll (default float)\n"
       "  -o, --op OP             sum prod min max avg (default sum)\n"
       "  -r, --root R            root of broadcast and reduce (default 0)\n"
       "  --no-lane               as ZCX_COLL_SHARED_LANE=0: one host's small calls use\n"
@@ -62,31 +65,16 @@ struct Options {
   bool ranks = false, why = false;
 };
 
-bool parse_dtype(const std::string& text, zcx_dtype_t* out) {
-  for (int i = 0; i < ZCX_DTYPE_COUNT; ++i)
-    if (text == zcx_dtype_name(static_cast<zcx_dtype_t>(i))) {
-      *out = static_cast<zcx_dtype_t>(i);
+// The collectives zcx-plan models (zcx-perf's names; sendrecv has no selector).
+bool kind_from_name(const std::string& name, CollKind* out) {
+  const std::string op = zcx::perf::canonical_op(name);
+  for (CollKind k : {CollKind::kAllreduce, CollKind::kBroadcast, CollKind::kReduce,
+                     CollKind::kAllgather, CollKind::kReducescatter, CollKind::kAlltoall})
+    if (op == zcx::coll::coll_kind_name(k)) {
+      *out = k;
       return true;
     }
   return false;
-}
-
-bool parse_redop(const std::string& text, zcx_redop_t* out) {
-  for (int i = 0; i < ZCX_REDOP_COUNT; ++i)
-    if (text == zcx_redop_name(static_cast<zcx_redop_t>(i))) {
-      *out = static_cast<zcx_redop_t>(i);
-      return true;
-    }
-  return false;
-}
-
-bool parse_long(const std::string& text, long lo, long hi, long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (errno || end == text.c_str() || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
 }
 
 // "" or what is wrong with option `name` and its value.
@@ -94,11 +82,11 @@ std::string apply(const std::string& name, const std::string& value, Options* o)
   long v = 0;
   if (name == "-n" || name == "--nranks") {
     // Every rank's schedule is built and each pair of ranks checked: n^2 work and memory.
-    if (!parse_long(value, 1, kMaxRanks, &v))
+    if (!zcx::perf::parse_count(value, 1, kMaxRanks, &v))
       return name + " needs a rank count from 1 to " + std::to_string(kMaxRanks);
     o->nranks = static_cast<int>(v);
   } else if (name == "--hosts" || name == "--ppn") {
-    if (!parse_long(value, 1, kMaxRanks, &v))
+    if (!zcx::perf::parse_count(value, 1, kMaxRanks, &v))
       return name + " needs a number from 1 to " + std::to_string(kMaxRanks);
     (name == "--hosts" ? o->hosts : o->ppn) = static_cast<int>(v);
   } else if (name == "-b" || name == "--minbytes" || name == "-e" || name == "--maxbytes") {
@@ -106,13 +94,13 @@ std::string apply(const std::string& name, const std::string& value, Options* o)
     if (!size) return name + " needs a size such as 4096, 64K or 1G";
     (name == "-b" || name == "--minbytes" ? o->minbytes : o->maxbytes) = *size;
   } else if (name == "-f" || name == "--stepfactor") {
-    if (!parse_long(value, 2, 1 << 20, &o->factor)) return name + " needs a factor of 2 or more";
+    if (!zcx::perf::parse_count(value, 2, 1 << 20, &o->factor)) return name + " needs a factor of 2 or more";
   } else if (name == "-d" || name == "--datatype") {
-    if (!parse_dtype(value, &o->in.dtype)) return name + " needs int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32 or float64";
+    return zcx::perf::parse_dtype(value, &o->in.dtype);
   } else if (name == "-o" || name == "--op") {
-    if (!parse_redop(value, &o->in.op)) return name + " needs sum, prod, min, max or avg";
+    return zcx::perf::parse_redop(value, &o->in.op);
   } else if (name == "-r" || name == "--root") {
-    if (!parse_long(value, 0, kMaxRanks - 1, &v)) return name + " needs a rank";
+    if (!zcx::perf::parse_count(value, 0, kMaxRanks - 1, &v)) return name + " needs a rank";
     o->in.root = static_cast<int>(v);
   } else {
     return "unknown option '" + name + "'";
@@ -123,7 +111,7 @@ std::string apply(const std::string& name, const std::string& value, Options* o)
 // "" or the first problem with the command line.
 std::string parse(int argc, char** argv, Options* o) {
   if (argc < 2) return "the collective is missing";
-  if (!zcx::plan::kind_from_name(argv[1], &o->in.kind)) return std::string("unknown collective '") + argv[1] + "'";
+  if (!kind_from_name(argv[1], &o->in.kind)) return std::string("unknown collective '") + argv[1] + "'";
   for (int i = 2; i < argc; ++i) {
     const std::string name = argv[i];
     if (name == "--no-lane") o->in.lane = false;
@@ -149,7 +137,6 @@ size_t busiest(const Plan& p, size_t (*field)(const zcx::plan::RankTraffic&)) {
 void print_header(const Options& o) {
   const PlanInput& in = o.in;
   const int hosts = in.host_of.back() + 1;
-  using zcx::coll::CollKind;
   const bool reduces = in.kind == CollKind::kAllreduce || in.kind == CollKind::kReduce ||
                        in.kind == CollKind::kReducescatter;
   const bool rooted = in.kind == CollKind::kBroadcast || in.kind == CollKind::kReduce;

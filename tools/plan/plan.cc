@@ -143,17 +143,6 @@ std::string check_input(const PlanInput& in, size_t esize) {
 
 }  // namespace
 
-bool kind_from_name(std::string name, CollKind* out) {
-  std::erase(name, '_');
-  for (CollKind k : {CollKind::kAllreduce, CollKind::kBroadcast, CollKind::kReduce,
-                     CollKind::kAllgather, CollKind::kReducescatter, CollKind::kAlltoall})
-    if (name == coll::coll_kind_name(k)) {
-      *out = k;
-      return true;
-    }
-  return false;
-}
-
 std::string make_plan(const PlanInput& in, Plan* out) {
   const size_t esize = zcx_dtype_size(in.dtype);
   if (std::string bad = check_input(in, esize); !bad.empty()) return bad;

@@ -46,7 +46,4 @@ struct Plan {
 // "" on success, else what is wrong with the input (or the builder's error).
 std::string make_plan(const PlanInput& in, Plan* out);
 
-// Collective names as zcx-perf coll takes them (all_reduce etc. too); false when unknown.
-bool kind_from_name(std::string name, coll::CollKind* out);
-
 }  // namespace zcx::plan

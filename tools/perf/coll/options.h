@@ -31,8 +31,4 @@ std::string parse_coll_options(std::vector<std::string> args, CollOptions* out);
 // The sizes to measure: geometric with -f, or linear with -i when the factor is 1.
 std::vector<size_t> coll_sizes(const CollOptions& o);
 
-// Names as nccl-tests prints them ("float", "half", "bfloat16", "sum", ...).
-const char* dtype_label(zcx_dtype_t dtype);
-const char* redop_label(zcx_redop_t op);
-
 }  // namespace zcx::perf

@@ -1,5 +1,6 @@
 #include "coll/output.h"
 
+#include "coll/names.h"
 #include "coll/ops.h"
 #include "engine/report.h"
 
