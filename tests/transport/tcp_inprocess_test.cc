@@ -225,6 +225,31 @@ TEST_F(TcpInProcess, TruncationIsAnErrorNamingThePeer) {
   EXPECT_NE(std::string(zcx_get_last_error()).find("rank 0"), std::string::npos);
 }
 
+// A receive that completes in the same progress call as a later message that fails the
+// comm still reports done (with its data); the failure goes to the next request tested.
+TEST_F(TcpInProcess, AReceiveDoneBeforeALaterFailureStillReportsDone) {
+  std::vector<uint8_t> first(10, 7), second(100, 8), dst_a(10), dst_b(5);
+  void* bufs[2] = {dst_a.data(), dst_b.data()};
+  size_t caps[2] = {dst_a.size(), dst_b.size()};
+  int tag = 0;
+  void *ra, *rb, *s1, *s2;
+  ASSERT_EQ(post_recv(ops_, recv_, 1, &bufs[0], &caps[0], &tag, nullptr, &ra), ZCX_SUCCESS);
+  ASSERT_EQ(post_recv(ops_, recv_, 1, &bufs[1], &caps[1], &tag, nullptr, &rb), ZCX_SUCCESS);
+  ASSERT_EQ(post_send(ops_, send_, first.data(), first.size(), 0, nullptr, &s1), ZCX_SUCCESS);
+  ASSERT_EQ(post_send(ops_, send_, second.data(), second.size(), 0, nullptr, &s2), ZCX_SUCCESS);
+  std::vector<void*> sends{s1, s2};
+  ASSERT_EQ(wait_requests(ops_, sends, nullptr), ZCX_SUCCESS);  // both are in the socket now
+  int done = 0;
+  size_t got = 0;
+  ASSERT_EQ(ops_->test(ra, &done, &got), ZCX_SUCCESS) << zcx_get_last_error();
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(got, first.size());
+  EXPECT_EQ(dst_a, first);
+  std::vector<void*> reqs{rb};
+  EXPECT_EQ(wait_requests(ops_, reqs, nullptr), ZCX_ERR_INVALID_USAGE);
+  EXPECT_NE(std::string(zcx_get_last_error()).find("truncated"), std::string::npos);
+}
+
 TEST_F(TcpInProcess, PeerCloseFailsPendingReceive) {
   std::vector<uint8_t> dst(4096);
   void* buf = dst.data();

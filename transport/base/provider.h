@@ -117,7 +117,9 @@ typedef struct zcx_provider_ops {
                         void** mhandles, void** request);
   zcx_status_t (*iflush)(void* recv_comm, int n, void** data, size_t* sizes, void** mhandles,
                          void** request); /* optional */
-  /* done=1 frees the request; sizes gets one entry per buffer (1 for a send). */
+  /* done=1 frees the request; sizes gets one entry per buffer (1 for a send). A request
+   * that completed reports done even when the comm failed after it (in the same call, on a
+   * later message): the failure stays on the comm and reaches the next request tested. */
   zcx_status_t (*test)(void* request, int* done, size_t* sizes);
 
   /* Close with requests in flight is allowed: they are dropped. */

@@ -231,9 +231,11 @@ Status finish(Request* r, int* done, size_t* sizes) {
 
 Status test_locked(Request* r, int* done, size_t* sizes) {
   Comm* c = r->comm;
-  ZCX_TRY(progress(c));
+  // A failure after r completed in this call (a later completion) waits for the next test.
+  Status st = progress(c);
   ZCX_TRY(finish(r, done, sizes));
   if (*done) return Status::kSuccess;
+  ZCX_TRY(st);
   std::string why;
   if (peer_gone(c, &why)) {
     ZCX_TRY(progress(c));  // its last completions may already be queued
