@@ -165,7 +165,7 @@ Status Executor::issue_recv(int i, Endpoint* ep, Endpoint* data_ep, bool staged)
   const zcx_provider_ops_t* ops = data_ep->provider();
   s.gpu_flush = on_device() && !staged && !(ops->flags & ZCX_PROVIDER_DEVICE_ONLY) &&
                 ops->iflush == nullptr;
-  if (st != Status::kSuccess) return fail(st, t, "receiving from");
+  if (st != Status::kSuccess) return fail_recv(st, t);
   s.data_done = false;
   return Status::kSuccess;
 }
@@ -179,6 +179,33 @@ Status Executor::test_header(int i, const Task& t, Slot& s) {
   s.hdr = nullptr;
   s.hdr_done = true;
   if (t.kind == TaskKind::kSend) return Status::kSuccess;
+  return check_header(i, t, size);
+}
+
+// A receive refused at once (e.g. its message does not fit) may come from a peer that called
+// another operation: when that peer's descriptor has arrived (in this task's slot or an
+// earlier one's: it comes once per link), it says why.
+Status Executor::fail_recv(Status st, const Task& t) {
+  std::string cause = last_error();
+  const auto& tasks = sched_->tasks();
+  for (size_t j = 0; j < tasks.size(); ++j) {
+    Slot& h = slots_[j];
+    if (tasks[j].kind != TaskKind::kRecv || tasks[j].peer != t.peer || h.hdr == nullptr)
+      continue;
+    bool done = false;
+    size_t size = 0;
+    if (links_->context().test(h.hdr, &done, &size) == Status::kSuccess && done) {
+      h.hdr = nullptr;
+      h.hdr_done = true;
+      ZCX_TRY(check_header(static_cast<int>(j), tasks[j], size));
+    }
+    break;
+  }
+  (void)set_error_quiet(st, "%s", cause.c_str());  // fail() quotes the receive's own error
+  return fail(st, t, "receiving from");
+}
+
+Status Executor::check_header(int i, const Task& t, size_t size) {
   OpDesc want = desc_;
   if (t.per_message_header) want.count = t.bytes;
   if (t.msg_seq) want.seq = t.msg_seq;

@@ -101,6 +101,8 @@ class Executor {
   Allocation allocation_of(const void* p) const;  // the CUDA allocation holding p
   Status test(int i, bool* complete);
   Status test_header(int i, const Task& t, Slot& s);
+  Status check_header(int i, const Task& t, size_t size);  // the peer's descriptor vs ours
+  Status fail_recv(Status st, const Task& t);
   Status fail(Status st, const Task& t, const char* action);
   std::string exited_note(int peer);
   Status timeout_error() const;
