@@ -244,14 +244,12 @@ TEST(ApiProcesses, InitFromEnvAndRingExchange) {
   config::ScopedOverride timeout("ZCX_TIMEOUT", "20");
   bool transfer = !providers_selected().empty();
   for (int n : {2, 4}) {
-    SockAddr lo, root;
-    UniqueFd probe;
-    ASSERT_EQ(sockaddr_parse("127.0.0.1:0", &lo), Status::kSuccess);
-    ASSERT_EQ(socket_listen(lo, 1, &probe, &root), Status::kSuccess);  // a free port
-    probe.reset();
+    int port = 0;
+    ASSERT_EQ(socket_pick_loopback_port(&port), Status::kSuccess);
+    const std::string root = "127.0.0.1:" + std::to_string(port);
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r)
-      pids.push_back(test::fork_child([&, r] { return env_rank(r, n, root.to_string(), transfer); }));
+      pids.push_back(test::fork_child([&, r] { return env_rank(r, n, root, transfer); }));
     for (int r = 0; r < n; ++r)
       EXPECT_EQ(test::wait_child(pids[static_cast<size_t>(r)], 40000), 0) << "rank " << r << " of " << n;
   }

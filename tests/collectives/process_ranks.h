@@ -29,12 +29,9 @@ namespace zcx::test {
 
 // "127.0.0.1:<port>" for a port that was free a moment ago (the bootstrap root binds it).
 inline std::string free_loopback_root() {
-  SockAddr lo, bound;
-  UniqueFd probe;
-  if (sockaddr_parse("127.0.0.1:0", &lo) != Status::kSuccess ||
-      socket_listen(lo, 1, &probe, &bound) != Status::kSuccess)
-    return "";
-  return bound.to_string();
+  int port = 0;
+  if (socket_pick_loopback_port(&port) != Status::kSuccess) return "";
+  return "127.0.0.1:" + std::to_string(port);
 }
 
 // The launcher variables one rank reads in zcx_comm_init_env / zcx_init_from_env.

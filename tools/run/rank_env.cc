@@ -1,11 +1,9 @@
 #include "rank_env.h"
 
-#include "common/fd.h"
+#include "common/socket.h"
+#include "common/status.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,21 +19,11 @@ namespace {
 const char* const kLaunchNames[] = {"ZCX_RANK", "ZCX_NRANKS", "ZCX_LOCAL_RANK",
                                     "ZCX_ROOT", "ZCX_SECRET", "ZCX_RUN_JOB"};
 
-// Binds 127.0.0.1:0 and reports the port the kernel chose. The socket is closed again, so
-// rank 0 can bind it; another process taking it in between is possible but unlikely.
+// A free port for rank 0's bootstrap root, outside the ephemeral range (common/socket.h).
 bool free_loopback_port(int* port, std::string* error) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    *error = std::string("cannot find a free port on 127.0.0.1: ") + strerror(errno);
-    return false;
-  }
-  *port = ntohs(addr.sin_port);
-  return true;
+  if (socket_pick_loopback_port(port) == Status::kSuccess) return true;
+  *error = last_error();
+  return false;
 }
 
 bool random_u64(uint64_t* out, std::string* error) {

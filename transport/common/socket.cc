@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <vector>
 
 namespace zcx {
@@ -224,6 +226,50 @@ Status socket_listen(const SockAddr& addr, int backlog, UniqueFd* fd, SockAddr* 
   }
   *fd = std::move(s);
   return Status::kSuccess;
+}
+
+namespace {
+
+// The low end of the kernel's ephemeral port range (its default when it cannot be read).
+int ephemeral_low() {
+  int low = 32768, high = 60999;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re")) {
+    if (fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    fclose(f);
+  }
+  return low;
+}
+
+// Binds 127.0.0.1:port (port 0: any) as a listener would; *bound gets the port. Quiet.
+bool loopback_port_free(int port, int* bound) {
+  UniqueFd s(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int one = 1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  socklen_t len = sizeof a;
+  if (!s.valid() || setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(s.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+      getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return false;
+  *bound = ntohs(a.sin_port);
+  return true;
+}
+
+}  // namespace
+
+Status socket_pick_loopback_port(int* port) {
+  constexpr int kSpan = 12288;  // candidates: this many ports below the ephemeral range
+  const int top = ephemeral_low() - 1, bottom = std::max(1024, top - kSpan);
+  std::random_device rd;
+  for (int tries = 0; top > bottom && tries < 64; ++tries) {
+    const int candidate = bottom + static_cast<int>(rd() % static_cast<unsigned>(top - bottom));
+    if (loopback_port_free(candidate, port)) return Status::kSuccess;
+  }
+  if (loopback_port_free(0, port)) return Status::kSuccess;  // the kernel's pick, racy
+  return set_error(Status::kSystem, kLogNet, "cannot find a free port on 127.0.0.1: %s",
+                   errno_text(errno));
 }
 
 Status socket_connect_start(const SockAddr& addr, UniqueFd* fd) {

@@ -44,6 +44,11 @@ bool sockaddr_is_this_host(const SockAddr& addr);  // lists the addresses itself
 // Non-blocking, close-on-exec TCP listener bound to addr (port 0 picks one); *bound gets
 // the actual address.
 Status socket_listen(const SockAddr& addr, int backlog, UniqueFd* fd, SockAddr* bound);
+// A port of 127.0.0.1 free now, for a launcher's or a test's ZCX_ROOT. It lies below the
+// kernel's ephemeral range (ip_local_port_range, which connect() and listeners on port 0
+// draw from), so that no other job's connection takes it before rank 0 binds it; a port
+// from bind(0) was taken that way under parallel tests.
+Status socket_pick_loopback_port(int* port);
 // Starts a non-blocking connect; completion is seen by socket_connect_done.
 Status socket_connect_start(const SockAddr& addr, UniqueFd* fd);
 // kSuccess when connected, kInProgress while pending, an error when refused/unreachable.

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string>
 #include <thread>
 
 namespace zcx {
@@ -70,6 +72,26 @@ TEST(Socket, ListenConnectAcceptAndBoundedIo) {
   EXPECT_NE(std::string(last_error()).find("rank 1 (h)"), std::string::npos);
   cfd.reset();  // peer closes: the receive reports it
   EXPECT_EQ(socket_recv_all(afd.get(), got, 1, dl, "rank 1"), Status::kRemote);
+}
+
+// A launcher's root port is free and below the ephemeral range, where no connect() or
+// listener on port 0 can take it before rank 0 binds it.
+TEST(Socket, PickedRootPortIsFreeAndOutsideTheEphemeralRange) {
+  int low = 32768, high = 60999;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    ASSERT_EQ(fscanf(f, "%d %d", &low, &high), 2);
+    fclose(f);
+  }
+  for (int i = 0; i < 20; ++i) {
+    int port = 0;
+    ASSERT_EQ(socket_pick_loopback_port(&port), Status::kSuccess);
+    EXPECT_GE(port, 1024);
+    EXPECT_LT(port, low);
+    SockAddr addr, bound;
+    UniqueFd fd;
+    ASSERT_EQ(sockaddr_parse("127.0.0.1:" + std::to_string(port), &addr), Status::kSuccess);
+    EXPECT_EQ(socket_listen(addr, 1, &fd, &bound), Status::kSuccess) << port;
+  }
 }
 
 TEST(Socket, ConnectRefusedIsReported) {
