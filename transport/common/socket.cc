@@ -2,6 +2,7 @@
 
 #include "common/config_vars.h"
 #include "common/log.h"
+#include "common/random.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,7 +16,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <vector>
 
 namespace zcx {
@@ -262,9 +262,8 @@ bool loopback_port_free(int port, int* bound) {
 Status socket_pick_loopback_port(int* port) {
   constexpr int kSpan = 12288;  // candidates: this many ports below the ephemeral range
   const int top = ephemeral_low() - 1, bottom = std::max(1024, top - kSpan);
-  std::random_device rd;
   for (int tries = 0; top > bottom && tries < 64; ++tries) {
-    const int candidate = bottom + static_cast<int>(rd() % static_cast<unsigned>(top - bottom));
+    const int candidate = bottom + static_cast<int>(random_u64() % (top - bottom));
     if (loopback_port_free(candidate, port)) return Status::kSuccess;
   }
   if (loopback_port_free(0, port)) return Status::kSuccess;  // the kernel's pick, racy
