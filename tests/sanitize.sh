@@ -6,7 +6,7 @@
 #   SANITIZER=thread tests/sanitize.sh
 #                                  ThreadSanitizer instead (build-tsan): a data race fails the
 #                                  test (exit code 66). Not in CI: its build and run take about
-#                                  17 minutes on the 2-core VM.
+#                                  20 minutes on the 2-core VM.
 # Environment: BUILD_DIR (default build-asan, build-tsan), JOBS (default nproc).
 # CUDA, UCX and MPI are left out: their runtimes' own allocations would read as leaks. No
 # -Werror: GCC 12 warns falsely (-Wmaybe-uninitialized in std::function) under -fsanitize.
