@@ -63,6 +63,10 @@ inline bool single_rank_copy(const OpArgs& a, Schedule& s, size_t bytes) {
   return true;
 }
 
+// A call's size as the selector sees it (and zcx-perf and nccl-tests count it): the same on
+// every rank for every collective that selects.
+size_t select_bytes(const OpArgs& a);
+
 // The builder for (kind, algo), or nullptr when that algorithm does not implement it.
 using BuildFn = Status (*)(const OpArgs&, Schedule&);
 BuildFn builder_for(CollKind kind, Algo algo);

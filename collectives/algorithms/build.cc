@@ -4,6 +4,8 @@
 // rank's schedule to show the traffic without running anything.
 #include "algorithms/algorithms.h"
 
+#include <numeric>
+
 namespace zcx::coll {
 namespace {
 
@@ -20,6 +22,19 @@ Schedule fresh_schedule(const OpArgs& a, const std::shared_ptr<ScratchPool>& poo
 }
 
 }  // namespace
+
+size_t select_bytes(const OpArgs& a) {
+  const size_t es = a.esize();
+  switch (a.kind) {
+    case CollKind::kAllgather:
+    case CollKind::kReducescatter:
+    case CollKind::kAlltoall: return a.count * es * static_cast<size_t>(a.nranks);
+    case CollKind::kAllgatherv:
+    case CollKind::kReducescatterv:
+      return a.counts ? std::accumulate(a.counts, a.counts + a.nranks, size_t{0}) * es : 0;
+    default: return a.count * es;
+  }
+}
 
 BuildFn builder_for(CollKind kind, Algo algo) {
   switch (kind) {

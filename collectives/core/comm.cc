@@ -38,19 +38,6 @@ bool yield_at_once(bool oversubscribed) {
 
 size_t sum(const size_t* a, int n) { return a ? std::accumulate(a, a + n, size_t{0}) : 0; }
 
-// Bytes the selector sees: the same on every rank for every collective that selects.
-size_t select_bytes(const OpArgs& a) {
-  const size_t es = a.esize();
-  switch (a.kind) {
-    case CollKind::kAllgather:
-    case CollKind::kReducescatter:
-    case CollKind::kAlltoall: return a.count * es * a.nranks;
-    case CollKind::kAllgatherv:
-    case CollKind::kReducescatterv: return sum(a.counts, a.nranks) * es;
-    default: return a.count * es;
-  }
-}
-
 uint64_t counts_hash(const OpArgs& a) {
   if (a.kind == CollKind::kAllgatherv)
     return hash_counts(a.displs, a.nranks, hash_counts(a.counts, a.nranks, 1));

@@ -40,6 +40,9 @@ struct LaneOffer {
 
 }  // namespace
 
+bool shared_lane_configured() { return kLaneParam.get(); }
+size_t shared_lane_bulk_budget() { return kBulkParam.get(); }
+
 bool Comm::lane_possible() const {
   return lane_state_ != LaneState::kSettingUp && lane_state_ != LaneState::kUnavailable &&
          nnodes_ == 1 && nranks() >= 2 && nranks() <= kSharedMaxRanks;
@@ -48,7 +51,7 @@ bool Comm::lane_possible() const {
 // The bulk lane's piece: the segment's once set up, else what the configuration asks for.
 size_t Comm::lane_bulk_piece() const {
   if (lane_) return lane_->bulk_piece();
-  return lane_state_ == LaneState::kUntried ? shared_bulk_piece(nranks(), kBulkParam.get()) : 0;
+  return lane_state_ == LaneState::kUntried ? shared_bulk_piece(nranks(), shared_lane_bulk_budget()) : 0;
 }
 
 Status Comm::lane_setup() {
@@ -73,7 +76,7 @@ Status Comm::lane_setup() {
     mapped = ok(SharedLane::attach(offer.pid, offer.fd, offer.token, nranks(), bulk_piece, &lane));
     if (!mapped) ZCX_INFO(kLogColl, "comm '%s': no shared lane: %s", name_.c_str(), last_error());
   }
-  if (!kLaneParam.get()) mapped = 0;
+  if (!shared_lane_configured()) mapped = 0;
   int32_t all = mapped;
   a = OpArgs();
   a.kind = CollKind::kAllreduce;

@@ -28,7 +28,7 @@ void line(std::string* out, const char* fmt, ...) {
 
 }  // namespace
 
-CommStats::CommStats(int nranks) : enabled_(kStatsParam.get()), nranks_(nranks) {
+CommStats::CommStats(int nranks) : enabled_(kStatsParam.get()) {
   if (enabled_) traffic_ = ScheduleTraffic(nranks);
 }
 
@@ -44,7 +44,7 @@ std::string CommStats::report(const std::string& comm, int rank,
   uint64_t calls = 0;
   for (const auto& [key, t] : ops_) calls += t.calls;
   line(&out, "[zcx stats] comm '%s' rank %d of %zu: %" PRIu64 " operations", comm.c_str(), rank,
-       static_cast<size_t>(nranks_), calls);
+       traffic_.peers.size(), calls);
   for (const auto& [key, t] : ops_)
     line(&out, "[zcx stats]   %-14s %-8s %12" PRIu64 " calls %16" PRIu64 " bytes",
          coll_kind_name(static_cast<CollKind>(key.first)),

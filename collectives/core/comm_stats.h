@@ -43,7 +43,6 @@ class CommStats {
     uint64_t calls = 0, bytes = 0;
   };
   bool enabled_ = false;
-  int nranks_ = 0;
   std::map<std::pair<int, int>, Tally> ops_;  // (CollKind, Algo)
   ScheduleTraffic traffic_;                   // sized only when enabled
 };

@@ -44,6 +44,11 @@ namespace zcx::coll {
 
 inline constexpr size_t kLaneInlineBytes = 48;
 
+// The lane's configuration as communicators read it (ZCX_COLL_SHARED_LANE, _BULK; in
+// comm_lane.cc); zcx-plan reads it through these too.
+bool shared_lane_configured();
+size_t shared_lane_bulk_budget();
+
 class SharedLane {
  public:
   // Rank 0: creates and maps the segment; fd() stays open until every member has mapped it.

@@ -50,8 +50,9 @@ void usage(FILE* to) {
       "  -h, --help              this text\n"
       "\n"
       "Columns: the busiest rank's messages and bytes out by link, host_out, the most bytes\n"
-      "that leave one host (one NIC's load), and net_total, the bytes that cross hosts. 'shared' is the one-host shared lane: no messages, every\n"
-      "rank copies through one shared segment. Exit status 1 if a schedule's sends and\n"
+      "that leave one host (one NIC's load), and net_total, the bytes that cross hosts.\n"
+      "'shared' is the one-host shared lane: no messages, every rank copies through one\n"
+      "shared segment. Exit status 1 if a schedule's sends and\n"
       "receives between two ranks disagree (never expected), 2 on bad arguments.\n");
 }
 

@@ -3,7 +3,7 @@
 #include "plan.h"
 
 #include "algorithms/algorithms.h"
-#include "common/config.h"
+#include "core/shared_lane.h"
 
 #include <sys/mman.h>
 
@@ -35,41 +35,36 @@ class Reserved {
   void* p_;
 };
 
-template <class P>
-const P* param(const char* name, config::ParamType type) {
-  const config::ParamBase* p = config::find(name);
-  return p && p->type() == type ? static_cast<const P*>(p) : nullptr;
-}
-
-// The lane's settings as the communicator reads them (core/comm_lane.cc).
-size_t lane_bulk_budget() {
-  const auto* p = param<config::SizeParam>("ZCX_COLL_SHARED_BULK", config::ParamType::kSize);
-  return p ? p->get() : 0;
-}
-bool lane_enabled() {
-  const auto* p = param<config::BoolParam>("ZCX_COLL_SHARED_LANE", config::ParamType::kBool);
-  return p && p->get();
-}
-
 // Whether the call's count is a per-rank block of the size (nccl-tests' convention).
 bool blocks(CollKind k) {
   return k == CollKind::kAllgather || k == CollKind::kReducescatter || k == CollKind::kAlltoall;
 }
 
+// The call as every rank makes it (rank, chunk and buffers are set per schedule).
+coll::OpArgs call_args(const PlanInput& in, size_t count) {
+  coll::OpArgs a;
+  a.kind = in.kind, a.dtype = in.dtype, a.op = in.op, a.count = count;
+  a.root = in.kind == CollKind::kBroadcast || in.kind == CollKind::kReduce ? in.root : -1;
+  a.nranks = static_cast<int>(in.host_of.size()), a.host_of = in.host_of.data();
+  return a;
+}
+
 // As Comm::select_input: the size the model sees, the hosts spanned, the lane.
-coll::SelectInput select_input(const PlanInput& in, size_t count, size_t esize) {
-  const int n = static_cast<int>(in.host_of.size());
+coll::SelectInput select_input(const PlanInput& in, const coll::OpArgs& a) {
+  const int n = a.nranks;
   std::vector<int> per_host(static_cast<size_t>(*std::max_element(in.host_of.begin(), in.host_of.end())) + 1);
   for (int h : in.host_of) ++per_host[static_cast<size_t>(h)];
   coll::SelectInput si;
   si.kind = in.kind;
   si.nranks = n;
-  si.bytes = count * esize * (blocks(in.kind) ? static_cast<size_t>(n) : 1);
+  si.bytes = coll::select_bytes(a);
   si.nnodes = static_cast<int>(per_host.size() - std::count(per_host.begin(), per_host.end(), 0));
   si.ppn = *std::max_element(per_host.begin(), per_host.end());
   si.link = si.nnodes > 1 ? LinkClass::kNet : LinkClass::kShm;
-  si.shared_lane = in.lane && lane_enabled() && si.nnodes == 1 && n >= 2 && n <= coll::kSharedMaxRanks;
-  si.shared_bulk_piece = si.shared_lane ? coll::shared_bulk_piece(n, lane_bulk_budget()) : 0;
+  si.shared_lane = in.lane && coll::shared_lane_configured() && si.nnodes == 1 && n >= 2 &&
+                   n <= coll::kSharedMaxRanks;
+  si.shared_bulk_piece =
+      si.shared_lane ? coll::shared_bulk_piece(n, coll::shared_lane_bulk_budget()) : 0;
   return si;
 }
 
@@ -106,20 +101,17 @@ std::vector<std::string> disagreements(const std::vector<coll::ScheduleTraffic>&
 }
 
 // Builds every rank's schedule for `p->choice` and counts it into p->ranks.
-std::string count_schedules(const PlanInput& in, size_t esize, Plan* p) {
-  const int n = static_cast<int>(in.host_of.size());
-  const size_t span = p->count * esize * static_cast<size_t>(n);
+std::string count_schedules(const PlanInput& in, coll::OpArgs a, Plan* p) {
+  const int n = a.nranks;
+  const size_t span = p->count * a.esize() * static_cast<size_t>(n);
   Reserved send(span), recv(span);
   if (!send.get() || !recv.get())
     return "cannot reserve " + std::to_string(span) + " bytes of address space for the buffers";
   std::vector<coll::ScheduleTraffic> traffic(static_cast<size_t>(n), coll::ScheduleTraffic(n));
   auto pool = std::make_shared<coll::ScratchPool>();
+  a.sendbuf = send.get(), a.recvbuf = recv.get(), a.chunk = p->choice.chunk;
   for (int r = 0; r < n; ++r) {
-    coll::OpArgs a;
-    a.kind = in.kind, a.dtype = in.dtype, a.op = in.op, a.count = p->count;
-    a.root = in.kind == CollKind::kBroadcast || in.kind == CollKind::kReduce ? in.root : -1;
-    a.sendbuf = send.get(), a.recvbuf = recv.get();
-    a.rank = r, a.nranks = n, a.chunk = p->choice.chunk, a.host_of = in.host_of.data();
+    a.rank = r;
     coll::Schedule s(in.dtype, in.op);
     if (coll::build_schedule(a, p->choice.algo, pool, &s, &p->built) != Status::kSuccess)
       return "building rank " + std::to_string(r) + "'s schedule failed: " + last_error();
@@ -149,12 +141,12 @@ std::string make_plan(const PlanInput& in, Plan* out) {
   const int n = static_cast<int>(in.host_of.size());
   Plan p;
   p.count = in.bytes / esize / (blocks(in.kind) ? static_cast<size_t>(n) : 1);
-  const coll::SelectInput si = select_input(in, p.count, esize);
-  p.choice = coll::select(si);
+  const coll::OpArgs call = call_args(in, p.count);
+  p.choice = coll::select(select_input(in, call));
   p.lane = p.choice.algo == Algo::kShared;
   p.ranks.assign(static_cast<size_t>(n), RankTraffic{});
   if (!p.lane)
-    if (std::string e = count_schedules(in, esize, &p); !e.empty()) return e;
+    if (std::string e = count_schedules(in, call, &p); !e.empty()) return e;
   *out = std::move(p);
   return "";
 }
