@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/config_vars.h"
+#include "common/gpu_hold.h"
 #include "common/log.h"
 #include "core/comm.h"
 #include "zcx/config.h"
@@ -107,6 +108,7 @@ GpuAsync::Impl::~Impl() {
   cv.notify_all();
   if (thread.joinable()) thread.join();
   CudaDeviceGuard guard(device);
+  gpu_hold::run_deferred();  // what the last call's transfers left to close
   if (words != nullptr) (void)cuda_shim()->host_free(words);
 }
 
@@ -134,6 +136,7 @@ void GpuAsync::Impl::loop() {
     else c->abort();  // planned, never queued: this rank left the peers' sequence
     if (st != Status::kSuccess) fail(st, last_error());
     post(t);  // the stream goes on, with the result or after a failure that is now sticky
+    gpu_hold::end();
     lock.lock();
     op.reset();
     cv.notify_all();
@@ -228,6 +231,9 @@ Status provision(Comm& comm, const Op& op, const std::shared_ptr<ScratchPool>& p
 Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user) {
   Impl& m = *impl_;
   ZCX_TRY(quiesce());
+  // No call of this communicator holds a stream now: device-wide work left by the last one's
+  // transfers (closing peer mappings) can run before the next hold.
+  gpu_hold::run_deferred();
   ZCX_TRY(comm.drain());  // request-form operations run on this thread: finish them first
   std::shared_ptr<Op> op;
   ZCX_TRY(comm.prepare(a, &op));
@@ -237,8 +243,11 @@ Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user) {
     st = cuda_check(cuda_shim()->event_record(m.input, stream),
                     "cudaEventRecord (the call's stream)");
   const uint32_t t = m.ticket + 1 == 0 ? 1 : m.ticket + 1;  // 0 stays "none" in words[1]
-  if (st == Status::kSuccess)
+  if (st == Status::kSuccess) {
+    gpu_hold::begin();  // before the launch: a device-wide call from now on is deferred
     st = cuda::stream_wait_async(m.words, t, stream_bound_ns(), m.words + 1, stream);
+    if (st != Status::kSuccess) gpu_hold::end();
+  }
   if (st != Status::kSuccess) {  // planned, never run: this rank left the peers' sequence
     comm.abort();
     m.fail(st, last_error());

@@ -2,6 +2,12 @@
 // process, so two comms from the same peer must share the mapping). Keyed by the exporter's
 // pid, allocation base and buffer id: a base the peer freed and reallocated comes with a new
 // buffer id, and the stale mapping is dropped when it is no longer in use.
+//
+// Closing a mapping may wait for the whole device, so it never happens under the cache's
+// lock and goes through gpu_hold::run_or_defer: while an asynchronous stream-ordered call
+// holds a stream (its progress thread is the one importing here), closes wait for the next
+// call's caller (common/gpu_hold.h).
+#include "common/gpu_hold.h"
 #include "common/log.h"
 #include "cuda_ipc/cuda_ipc.h"
 
@@ -13,6 +19,7 @@ namespace {
 
 struct Entry {
   int pid = 0;
+  int device = -1;  // where it is mapped
   Export e;
   uint8_t* local = nullptr;
   CUmemGenericAllocationHandle vmm{};
@@ -29,7 +36,8 @@ Cache& cache() {
   return *c;
 }
 
-void unmap(const CudaApi* api, Entry& en) {
+void unmap(const CudaApi* api, const Entry& en) {
+  CudaDeviceGuard guard(en.device);  // closes may run on another thread than the import
   if (en.e.kind == ExportKind::kLegacy) {
     if (api->ipc_close_mem_handle(en.local) != cudaSuccess)
       ZCX_WARN(kLogCuda, "cuda_ipc: cudaIpcCloseMemHandle for pid %d failed", en.pid);
@@ -40,6 +48,11 @@ void unmap(const CudaApi* api, Entry& en) {
       api->cu_mem_address_free(p, en.e.size) != CUDA_SUCCESS ||
       api->cu_mem_release(en.vmm) != CUDA_SUCCESS)
     ZCX_WARN(kLogCuda, "cuda_ipc: unmapping a cuMem import of pid %d failed", en.pid);
+}
+
+// Closes the mappings now, or once no stream hold is live. Called without the cache's lock.
+void retire(std::vector<Entry> gone) {
+  for (const Entry& en : gone) gpu_hold::run_or_defer([en] { unmap(cuda_shim(), en); });
 }
 
 Status map_vmm(const CudaApi* api, int device, int fd, Entry* en) {
@@ -69,85 +82,122 @@ Status map_vmm(const CudaApi* api, int device, int fd, Entry* en) {
   return Status::kSuccess;
 }
 
-Status map_entry(int device, int fd, Entry* en) {
-  const CudaApi* api = cuda_shim();
-  CudaDeviceGuard guard(device);
-  ZCX_TRY(guard.status());
-  if (en->e.kind == ExportKind::kVmm) return map_vmm(api, device, fd, en);
+// The driver may refuse the handle of a reused range while the old mapping of that range is
+// open (CUDA_ERROR_ALREADY_MAPPED; UCX's cuda_ipc cache meets the same code): then the stale
+// mappings are closed first, here and now, whatever wait that costs.
+Status map_legacy(const CudaApi* api, Entry* en, std::vector<Entry>* stale) {
   cudaIpcMemHandle_t h;
   std::memcpy(&h, en->e.legacy, sizeof(h));
   void* p = nullptr;
-  ZCX_CUDACHECK(api->ipc_open_mem_handle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+  cudaError_t r = api->ipc_open_mem_handle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+  if (r == cudaErrorAlreadyMapped && !stale->empty()) {
+    ZCX_INFO(kLogCuda, "cuda_ipc: pid %d reuses a range still mapped here: closing the old "
+             "mapping before opening the new one", en->pid);
+    for (const Entry& old : *stale) unmap(api, old);
+    stale->clear();
+    r = api->ipc_open_mem_handle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+  }
+  ZCX_TRY(cuda_check(r, "cudaIpcOpenMemHandle"));
   en->local = static_cast<uint8_t*>(p);
   return Status::kSuccess;
+}
+
+Status map_entry(int device, int fd, Entry* en, std::vector<Entry>* stale) {
+  const CudaApi* api = cuda_shim();
+  CudaDeviceGuard guard(device);
+  ZCX_TRY(guard.status());
+  en->device = device;
+  if (en->e.kind == ExportKind::kVmm) return map_vmm(api, device, fd, en);
+  return map_legacy(api, en, stale);
 }
 
 bool same(const Entry& en, int pid, const Export& e) {
   return en.pid == pid && en.e.base == e.base && en.e.buffer_id == e.buffer_id;
 }
 
-// Unreferenced entries of `pid` that overlap e's range belong to freed allocations.
-void drop_stale(const CudaApi* api, std::vector<Entry>& v, int pid, const Export& e) {
+// Takes the unreferenced entries of `pid` that overlap e's range (freed allocations) out of v.
+std::vector<Entry> take_stale(std::vector<Entry>& v, int pid, const Export& e) {
+  std::vector<Entry> out;
   for (size_t i = 0; i < v.size();) {
     Entry& en = v[i];
     bool overlap = en.e.base < e.base + e.size && e.base < en.e.base + en.e.size;
     if (en.pid == pid && en.refs == 0 && overlap && !same(en, pid, e)) {
-      unmap(api, en);
+      out.push_back(en);
       v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       ++i;
     }
   }
+  return out;
 }
 
-}  // namespace
-
-Status cache_acquire(int pid, int device, const Export& e, int fd, uint8_t** base) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
+Status acquire_locked(Cache& c, int pid, int device, const Export& e, int fd, uint8_t** base,
+                      std::vector<Entry>* stale) {
   for (Entry& en : c.entries)
     if (same(en, pid, e)) {
       ++en.refs;
       *base = en.local;
       return Status::kSuccess;
     }
-  drop_stale(cuda_shim(), c.entries, pid, e);
+  *stale = take_stale(c.entries, pid, e);
   Entry en;
   en.pid = pid;
   en.e = e;
-  ZCX_TRY(map_entry(device, fd, &en));
+  ZCX_TRY(map_entry(device, fd, &en, stale));
   en.refs = 1;
   *base = en.local;
   c.entries.push_back(en);
   return Status::kSuccess;
 }
 
+}  // namespace
+
+Status cache_acquire(int pid, int device, const Export& e, int fd, uint8_t** base) {
+  Cache& c = cache();
+  std::vector<Entry> stale;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    st = acquire_locked(c, pid, device, e, fd, base, &stale);
+  }
+  retire(std::move(stale));
+  return st;
+}
+
 void cache_release(int pid, const Export& e) {
   static const bool keep = cfg_cache_enabled();  // read once, not per completed send
   Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  for (size_t i = 0; i < c.entries.size(); ++i) {
-    Entry& en = c.entries[i];
-    if (!same(en, pid, e)) continue;
-    if (--en.refs == 0 && !keep) {
-      unmap(cuda_shim(), en);
-      c.entries.erase(c.entries.begin() + static_cast<std::ptrdiff_t>(i));
+  std::vector<Entry> gone;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (size_t i = 0; i < c.entries.size(); ++i) {
+      Entry& en = c.entries[i];
+      if (!same(en, pid, e)) continue;
+      if (--en.refs == 0 && !keep) {
+        gone.push_back(en);
+        c.entries.erase(c.entries.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      break;
     }
-    return;
   }
+  retire(std::move(gone));
 }
 
 void cache_forget(int pid) {
   Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  for (size_t i = 0; i < c.entries.size();) {
-    if (c.entries[i].pid == pid && c.entries[i].refs == 0) {
-      unmap(cuda_shim(), c.entries[i]);
-      c.entries.erase(c.entries.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      ++i;
+  std::vector<Entry> gone;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (size_t i = 0; i < c.entries.size();) {
+      if (c.entries[i].pid == pid && c.entries[i].refs == 0) {
+        gone.push_back(c.entries[i]);
+        c.entries.erase(c.entries.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
     }
   }
+  retire(std::move(gone));
 }
 
 }  // namespace zcx::cuda_ipc

@@ -5,7 +5,8 @@
 // before and after a call, device avg. It is not a GPU: "device" memory is host memory,
 // each stream is one worker thread that runs its copies, memsets, kernels and event records
 // in order, and zcx's kernels run on the CPU (fake_cuda_kernels.cc). Allocation, free and
-// cudaDeviceSynchronize wait for every stream, as on a GPU. Legacy CUDA IPC works between
+// cudaDeviceSynchronize wait for every stream, as on a GPU, and so does closing an imported
+// IPC mapping (reported of CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy CUDA IPC works between
 // processes of one host: cudaMalloc memory is a memfd mapping, its handle names the owner's
 // pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so the cuda_ipc provider's
 // protocol runs, over host memory). VMM (cuMem*) calls fail with CUDA_ERROR_NOT_SUPPORTED.
@@ -375,6 +376,7 @@ FAKE_API cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t h, unsign
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaIpcCloseMemHandle(void* p) {
+  sync_device();
   std::lock_guard<std::mutex> lock(g_alloc_mu);
   auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
   if (it == g_allocs.end() || !it->second.imported) return cudaErrorInvalidValue;
