@@ -4,6 +4,9 @@
 #      that libzcx links neither libcuda nor libcudart
 #   2. zcx-info: the CUDA devices the shim finds
 #   3. zcx-gpu-bench: cuda_ipc bandwidth next to cudaMemcpy device-to-device, same run
+#   3b. zcx-gpu-probe: whether opening or closing a CUDA IPC mapping waits for the whole
+#      device while a stream is held, and whether a reused range opens with the old mapping
+#      still open (the asynchronous calls depend on these; docs/ARCHITECTURE.md)
 #   4. ctest -L gpu: device reduction kernels bit-identical to the CPU reference for every
 #      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc and
 #      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified; stream-ordered
@@ -56,7 +59,8 @@ timeout 300 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebI
   -DZCX_WERROR="${WERROR:-ON}" "${prefix[@]}" -DZCX_WITH_TESTS=ON -DZCX_WITH_CUDA=ON -DZCX_WITH_MPI=OFF >"$build.cmake.log" 2>&1 ||
   { tail -30 "$build.cmake.log"; fail "cmake"; }
 timeout -s KILL 900 cmake --build "$build" -j "$jobs" --target zcx zcx-info zcx_gpu_reduce_test \
-  zcx_gpu_cuda_ipc_test zcx_gpu_coll_test zcx_gpu_coll_async_test zcx-gpu-bench zcx-run zcx-perf || fail "build"
+  zcx_gpu_cuda_ipc_test zcx_gpu_coll_test zcx_gpu_coll_async_test zcx-gpu-bench zcx-gpu-probe \
+  zcx-run zcx-perf || fail "build"
 if timeout 30 ldd "$build"/transport/libzcx.so | grep -E "libcuda|libcudart"; then
   fail "libzcx.so links the CUDA driver or runtime"
 fi
@@ -71,6 +75,9 @@ timeout -s KILL 30 "$build"/tools/info/zcx-info | sed -n '1,4p;/provider cuda_ip
 # The bandwidth figure first: a later step that fails or runs long must not cost it.
 step "cuda_ipc vs cudaMemcpy D2D (zcx-gpu-bench, ${ITERS:-20} iterations per size)"
 timeout -s KILL 60 "$build"/tests/gpu/zcx-gpu-bench "${ITERS:-20}" || note_failure "bench (exit $?)"
+
+step "driver facts (zcx-gpu-probe)"
+timeout -s KILL 30 "$build"/tests/gpu/zcx-gpu-probe || note_failure "probe (exit $?)"
 
 step "ctest -L gpu"
 log=$build/ctest-gpu.log
