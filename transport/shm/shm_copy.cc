@@ -124,8 +124,10 @@ bool arm_due(const CutChooser::Arm& a, int64_t now) {
   return !a.trying && (a.count < kTrialGroups || now - a.at_ns > kStaleNs);
 }
 
-// A cut due for a measurement (coarse first) when the group can measure it; else the
-// faster one; while neither is known, the ring's current cut (no change, no wait).
+// A cut due for a measurement when the group can measure it (of two due, the one measured
+// longer ago: coarse first, then they alternate, so where measurable groups come further
+// apart than kStaleNs the coarse record, stale each time, does not starve the fine one);
+// else the faster one; while neither is known, the ring's current cut (no change, no wait).
 bool choose_fine(Comm* c, size_t bytes, bool* trial) {
   *trial = false;
   if (c->layout.fine_nchunks == 0 || c->cut == StreamCut::kCoarse) return false;
@@ -133,12 +135,13 @@ bool choose_fine(Comm* c, size_t bytes, bool* trial) {
   CutChooser::Arm(&x)[2] = c->cuts.arm;
   if (cut_measurable(c, bytes)) {
     const int64_t now = now_ns();
-    for (int a = 0; a < 2; ++a)
-      if (arm_due(x[a], now)) {
-        x[a].trying = true;
-        *trial = true;
-        return a == 1;
-      }
+    const bool due[2] = {arm_due(x[0], now), arm_due(x[1], now)};
+    if (due[0] || due[1]) {
+      const int a = due[0] && (!due[1] || x[0].at_ns <= x[1].at_ns) ? 0 : 1;
+      x[a].trying = true;
+      *trial = true;
+      return a == 1;
+    }
   }
   if (x[0].count == 0 || x[1].count == 0) return c->cuts.ring_fine;
   return median_rate(x[1]) > median_rate(x[0]);
