@@ -1,7 +1,8 @@
 // Multi-process conformance of the cuda_ipc provider: 2 and 4 forked ranks sharing the
 // GPU(s) in a full mesh, device buffers from cudaMalloc (legacy IPC handles) and from
 // cuMemCreate (POSIX-fd VMM handles), sizes 0 B to 64 MiB, several messages per peer in
-// flight, every byte verified on the host. Skips, with the reason, where there is no GPU.
+// flight, every byte verified on the host; a receive completed just before its peer closed
+// still reports done. Skips, with the reason, where there is no GPU.
 #include "cuda_ipc/cuda_ipc.h"
 #include "cuda_ipc_util.h"
 #include "gpu_test_util.h"
@@ -177,6 +178,71 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
     return 0;
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];
+  EXPECT_EQ(failed, 0);
+  board_free(b);
+}
+
+// Rank 0 of DoneBeforeClose: one message into rank 1's first receive, then close.
+int done_sender(Board* b, Mesh& m) {
+  std::vector<uint8_t> src = expected(0, 1, 4096, 0);
+  DeviceBuffer buf(Alloc::kCudaMalloc, 0, src.size());
+  if (!buf.ok() || cuda_shim()->copy(buf.data(), src.data(), src.size(), cudaMemcpyHostToDevice))
+    return fail(b, 0, "fill");
+  if (!board_barrier(b, 2, 1)) return fail(b, 0, "the receives were never posted");
+  std::vector<void*> reqs(1, nullptr);
+  if (ipc_ops()->isend(m.sc[1], buf.data(), src.size(), 0, nullptr, &reqs[0]) ||
+      !wait_all(reqs, nullptr, 30000))
+    return fail(b, 0, "send");
+  (void)ipc_ops()->close_send(m.sc[1]);  // DONE and then the close wait in rank 1's socket
+  m.sc[1] = nullptr;
+  if (!board_barrier(b, 2, 2) || !board_barrier(b, 2, 3)) return fail(b, 0, "barrier");
+  return 0;
+}
+
+// Rank 1: two receives posted; once rank 0 sent one message and closed, the first test()
+// reads both the DONE and the close in one progress call.
+int done_receiver(Board* b, Mesh& m) {
+  DeviceBuffer first(Alloc::kCudaMalloc, 0, 4096), second(Alloc::kCudaMalloc, 0, 4096);
+  std::vector<void*> reqs(2, nullptr);
+  for (int k = 0; k < 2; ++k) {
+    void* data = (k == 0 ? first : second).data();
+    size_t cap = 4096;
+    if (ipc_ops()->irecv(m.rc[0], 1, &data, &cap, nullptr, nullptr, &reqs[k]) || !reqs[k])
+      return fail(b, 1, "irecv");
+  }
+  if (!board_barrier(b, 2, 1) || !board_barrier(b, 2, 2)) return fail(b, 1, "barrier");
+  int done = 0;
+  size_t got = 0;
+  if (ipc_ops()->test(reqs[0], &done, &got) != ZCX_SUCCESS || !done || got != 4096)
+    return fail(b, 1, "the completed receive did not report done");
+  std::vector<uint8_t> host(4096);
+  if (cuda_shim()->copy(host.data(), first.data(), 4096, cudaMemcpyDeviceToHost) ||
+      host != expected(0, 1, 4096, 0))
+    return fail(b, 1, "the completed receive's data differs");
+  zcx_status_t st = ZCX_SUCCESS;
+  done = 0;
+  for (Deadline dl = Deadline::after_ms(5000); st == ZCX_SUCCESS && !done && !dl.expired();)
+    st = ipc_ops()->test(reqs[1], &done, nullptr);
+  if (st != ZCX_ERR_REMOTE)
+    return fail(b, 1, "the second receive ended with " + std::to_string(st) + ", not REMOTE");
+  return board_barrier(b, 2, 3) ? 0 : fail(b, 1, "barrier");
+}
+
+// A receive that completed in the same progress call that then saw the peer close reports
+// done with its data; the close fails the next receive (provider.h, test()).
+TEST(CudaIpcFailure, cudamalloc_AReceiveDoneBeforeThePeerClosedStillReportsDone) {
+  ZCX_REQUIRE_GPUS(1);
+  Board* b = board_new();
+  ASSERT_NE(b, nullptr);
+  int failed = run_ranks(2, [&](int r) {
+    if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
+      return fail(b, r, "CUDA");
+    Mesh m;
+    if (!mesh_connect(b, r, 2, 0, &m)) return 1;
+    return r == 0 ? done_sender(b, m) : done_receiver(b, m);
+  }, 60000);
+  for (int r = 0; r < 2; ++r)
+    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
   board_free(b);
 }

@@ -39,16 +39,23 @@ void run_or_defer(std::function<void()> work) {
   work();  // outside the lock: it may wait for the device
 }
 
-void run_deferred() {
+namespace {
+
+void run_queued(bool even_if_live) {
   std::vector<std::function<void()>> now;
   {
     Queue& q = queue();
     std::lock_guard<std::mutex> lock(q.mu);
-    if (live() || q.work.empty()) return;
+    if ((live() && !even_if_live) || q.work.empty()) return;
     now.swap(q.work);
   }
   for (auto& work : now) work();
 }
+
+}  // namespace
+
+void run_deferred() { run_queued(false); }
+void run_deferred_now() { run_queued(true); }
 
 size_t deferred() {
   Queue& q = queue();

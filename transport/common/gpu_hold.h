@@ -29,6 +29,9 @@ bool live();
 void run_or_defer(std::function<void()> work);
 // Runs the queued work when no hold is live; leaves it queued otherwise.
 void run_deferred();
+// Runs the queued work at once, live holds or not: for a caller that cannot go on without it
+// and accepts the wait.
+void run_deferred_now();
 // Queued work not yet run.
 size_t deferred();
 

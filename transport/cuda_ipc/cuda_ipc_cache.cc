@@ -84,17 +84,19 @@ Status map_vmm(const CudaApi* api, int device, int fd, Entry* en) {
 
 // The driver may refuse the handle of a reused range while the old mapping of that range is
 // open (CUDA_ERROR_ALREADY_MAPPED; UCX's cuda_ipc cache meets the same code): then the stale
-// mappings are closed first, here and now, whatever wait that costs.
+// mappings, and closes deferred earlier, are done first, here and now, whatever wait that
+// costs.
 Status map_legacy(const CudaApi* api, Entry* en, std::vector<Entry>* stale) {
   cudaIpcMemHandle_t h;
   std::memcpy(&h, en->e.legacy, sizeof(h));
   void* p = nullptr;
   cudaError_t r = api->ipc_open_mem_handle(&p, h, cudaIpcMemLazyEnablePeerAccess);
-  if (r == cudaErrorAlreadyMapped && !stale->empty()) {
+  if (r == cudaErrorAlreadyMapped) {
     ZCX_INFO(kLogCuda, "cuda_ipc: pid %d reuses a range still mapped here: closing the old "
              "mapping before opening the new one", en->pid);
     for (const Entry& old : *stale) unmap(api, old);
     stale->clear();
+    gpu_hold::run_deferred_now();
     r = api->ipc_open_mem_handle(&p, h, cudaIpcMemLazyEnablePeerAccess);
   }
   ZCX_TRY(cuda_check(r, "cudaIpcOpenMemHandle"));

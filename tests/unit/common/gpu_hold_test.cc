@@ -37,6 +37,17 @@ TEST(GpuHold, WorkWaitsUntilEveryHoldEnded) {
   EXPECT_EQ(gpu_hold::deferred(), 0u);
 }
 
+// For a caller that cannot go on without the queued work (cuda_ipc's reused range).
+TEST(GpuHold, RunDeferredNowIgnoresTheHolds) {
+  int ran = 0;
+  gpu_hold::begin();
+  gpu_hold::run_or_defer([&] { ++ran; });
+  gpu_hold::run_deferred_now();
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(gpu_hold::deferred(), 0u);
+  gpu_hold::end();
+}
+
 // Work queued on one thread (a progress thread, mid-call) runs on another (the next caller).
 TEST(GpuHold, WorkQueuedOnOneThreadRunsOnAnother) {
   std::thread::id ran_on;
