@@ -167,6 +167,58 @@ TEST(ShmFaults, PeerThatClosesAndExitsIsNamedClosedNotDead) {
   EXPECT_EQ(error.find("died"), std::string::npos) << error;
 }
 
+// The child connects, sends a small message (it completes in the ring), closes and exits,
+// all before this process accepts: the connection is accepted, the message arrives intact,
+// and the next receive names the close. (Seen under load: a rank whose whole exchange
+// was done exited first, the accept dropped its connection and the peer waited for a
+// message that had been sent.)
+TEST(ShmFaults, MessagesOfAPeerThatExitedBeforeTheAcceptArrive) {
+  config::ScopedOverride timeout("ZCX_TIMEOUT", "5");
+  SharedBoard b;
+  ASSERT_NE(b.get(), nullptr);
+  Rank self(0, 0xe1d, 2);
+  ASSERT_NE(self.ctx, nullptr);
+  uint8_t handle[ZCX_HANDLE_BYTES];
+  void* lc = nullptr;
+  ASSERT_EQ(ops()->listen(self.ctx, 0, handle, &lc), ZCX_SUCCESS);
+  std::vector<uint8_t> sent(100);
+  fill_pattern(sent, 7);
+  pid_t child = fork();
+  if (child == 0) {
+    Rank peer(1, 0xe1d, 2);
+    void* sc = nullptr;
+    void* req = nullptr;
+    zcx_status_t st = connect_poll(peer.ctx, handle, &sc);
+    if (st == ZCX_SUCCESS) st = ops()->isend(sc, sent.data(), sent.size(), 0, nullptr, &req);
+    for (int done = 0; st == ZCX_SUCCESS && !done;) st = ops()->test(req, &done, nullptr);
+    if (sc != nullptr) (void)ops()->close_send(sc);
+    record(b.get(), 1, "send returned " + std::to_string(st));
+    _exit(st == ZCX_SUCCESS ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << b->error[1];
+  void* rc = nullptr;
+  for (int i = 0; i < 1000 && rc == nullptr; ++i) ASSERT_EQ(ops()->accept(lc, &rc), ZCX_SUCCESS);
+  ASSERT_NE(rc, nullptr) << "the connection of a peer that had exited was dropped";
+  std::vector<uint8_t> got(sent.size());
+  void* bufs[1] = {got.data()};
+  size_t caps[1] = {got.size()};
+  int tags[1] = {0};
+  void* req = nullptr;
+  zcx_status_t st = ops()->irecv(rc, 1, bufs, caps, tags, nullptr, &req);
+  for (int done = 0; st == ZCX_SUCCESS && !done;) st = ops()->test(req, &done, nullptr);
+  ASSERT_EQ(st, ZCX_SUCCESS) << zcx::last_error();
+  EXPECT_EQ(got, sent);
+  st = ops()->irecv(rc, 1, bufs, caps, tags, nullptr, &req);
+  for (int done = 0; st == ZCX_SUCCESS && !done;) st = ops()->test(req, &done, nullptr);
+  EXPECT_EQ(st, ZCX_ERR_REMOTE);
+  EXPECT_NE(std::string(zcx::last_error()).find("closed the shm connection"), std::string::npos)
+      << zcx::last_error();
+  (void)ops()->close_recv(rc);
+  (void)ops()->close_listen(lc);
+}
+
 TEST(ShmFaults, ExhaustedSharedMemoryIsAClearError) {
   const std::string cg = "/sys/fs/cgroup/memory/zcx-shm-test-" + std::to_string(getpid());
   if (mkdir(cg.c_str(), 0700) != 0)
