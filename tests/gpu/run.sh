@@ -4,9 +4,9 @@
 #      that libzcx links neither libcuda nor libcudart
 #   2. zcx-info: the CUDA devices the shim finds
 #   3. zcx-gpu-bench: cuda_ipc bandwidth next to cudaMemcpy device-to-device, same run
-#   3b. zcx-gpu-probe: whether opening or closing a CUDA IPC mapping waits for the whole
-#      device while a stream is held, and whether a reused range opens with the old mapping
-#      still open (the asynchronous calls depend on these; docs/ARCHITECTURE.md)
+#   3b. zcx-gpu-probe: whether making, opening or closing a CUDA IPC mapping waits for the
+#      whole device while a stream is held, and whether a reused range opens with the old
+#      mapping still open (the asynchronous calls depend on these; docs/ARCHITECTURE.md)
 #   4. ctest -L gpu: device reduction kernels bit-identical to the CPU reference for every
 #      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc and
 #      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified; stream-ordered

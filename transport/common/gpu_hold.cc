@@ -21,6 +21,17 @@ Queue& queue() {
   return *q;
 }
 
+void run_queued(bool even_if_live) {
+  std::vector<std::function<void()>> now;
+  {
+    Queue& q = queue();
+    std::lock_guard<std::mutex> lock(q.mu);
+    if ((live() && !even_if_live) || q.work.empty()) return;
+    now.swap(q.work);
+  }
+  for (auto& work : now) work();  // outside the lock: it may wait for the device
+}
+
 }  // namespace
 
 void begin() { g_live.fetch_add(1, std::memory_order_acq_rel); }
@@ -38,21 +49,6 @@ void run_or_defer(std::function<void()> work) {
   }
   work();  // outside the lock: it may wait for the device
 }
-
-namespace {
-
-void run_queued(bool even_if_live) {
-  std::vector<std::function<void()>> now;
-  {
-    Queue& q = queue();
-    std::lock_guard<std::mutex> lock(q.mu);
-    if ((live() && !even_if_live) || q.work.empty()) return;
-    now.swap(q.work);
-  }
-  for (auto& work : now) work();
-}
-
-}  // namespace
 
 void run_deferred() { run_queued(false); }
 void run_deferred_now() { run_queued(true); }
