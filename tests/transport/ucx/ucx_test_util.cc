@@ -171,7 +171,9 @@ int child_listen_main(int write_fd, const std::function<int(Endpoint&)>& child) 
   return rc;
 }
 
-int wait_child(pid_t pid, int timeout_ms) {
+// The child's wait status, or -1 once it was killed at the deadline; `between` (optional)
+// runs between polls.
+int wait_child(pid_t pid, int timeout_ms, const std::function<void()>& between = nullptr) {
   Deadline dl = Deadline::after_ms(timeout_ms);
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -180,7 +182,8 @@ int wait_child(pid_t pid, int timeout_ms) {
       waitpid(pid, &status, 0);
       return -1;
     }
-    usleep(1000);
+    if (between) between();
+    usleep(between ? 100 : 1000);
   }
   return status;
 }
@@ -190,20 +193,11 @@ int wait_child(pid_t pid, int timeout_ms) {
 // side; with this side's worker gone, UCX 1.13's tcp transport aborted the child on the
 // refused connection (tcp_ep.c assertion, about 1 run in 900 under load).
 int progress_until_child_exits(Endpoint& ep, pid_t pid, int timeout_ms) {
-  Deadline dl = Deadline::after_ms(timeout_ms);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (dl.expired()) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
+  return wait_child(pid, timeout_ms, [&ep] {
     void* extra = nullptr;
     if (ep.listen != nullptr) (void)ep.ops->accept(ep.listen, &extra);
     if (extra != nullptr) (void)ep.ops->close_recv(extra);
-    usleep(100);
-  }
-  return status;
+  });
 }
 
 }  // namespace
