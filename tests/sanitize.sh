@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 tools/install-deps.sh test
 
 jobs=${JOBS:-$(nproc)}
-if [ "${SANITIZER:-address}" = thread ]; then
+tsan=0
+if [ "${SANITIZER:-address}" = thread ]; then tsan=1; fi
+if [ $tsan = 1 ]; then
   build=${BUILD_DIR:-build-tsan}
   san="-fsanitize=thread -fno-omit-frame-pointer -O1"
   link=-fsanitize=thread
@@ -32,7 +34,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZCX_WERROR=OFF -DZCX_
 cmake --build "$build" -j "$jobs"
 
 cd "$build"
-if [ "${SANITIZER:-address}" = thread ]; then
+if [ $tsan = 1 ]; then
   # die_after_fork=0: the tests fork ranks from processes that have threads. ShmCut measures
   # copy speeds to pick a chunk cut, which the sanitizer's slowdown changes: left out.
   TSAN_OPTIONS="halt_on_error=0 die_after_fork=0 second_deadlock_stack=1 exitcode=66" \

@@ -63,6 +63,13 @@ inline bool single_rank_copy(const OpArgs& a, Schedule& s, size_t bytes) {
   return true;
 }
 
+// The sum of n per-rank counts (0 without counts).
+inline size_t sum_counts(const size_t* counts, int n) {
+  size_t total = 0;
+  for (int i = 0; counts != nullptr && i < n; ++i) total += counts[i];
+  return total;
+}
+
 // A call's size as the selector sees it (and zcx-perf and nccl-tests count it): the same on
 // every rank for every collective that selects.
 size_t select_bytes(const OpArgs& a);

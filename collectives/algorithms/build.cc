@@ -4,8 +4,6 @@
 // rank's schedule to show the traffic without running anything.
 #include "algorithms/algorithms.h"
 
-#include <numeric>
-
 namespace zcx::coll {
 namespace {
 
@@ -31,7 +29,7 @@ size_t select_bytes(const OpArgs& a) {
     case CollKind::kAlltoall: return a.count * es * static_cast<size_t>(a.nranks);
     case CollKind::kAllgatherv:
     case CollKind::kReducescatterv:
-      return a.counts ? std::accumulate(a.counts, a.counts + a.nranks, size_t{0}) * es : 0;
+      return sum_counts(a.counts, a.nranks) * es;
     default: return a.count * es;
   }
 }

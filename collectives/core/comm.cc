@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 
 namespace zcx::coll {
 namespace {
@@ -35,8 +34,6 @@ bool yield_at_once(bool oversubscribed) {
     ZCX_WARN(kLogColl, "ZCX_COLL_YIELD=%s is not auto, on or off: using auto", v.c_str());
   return oversubscribed;
 }
-
-size_t sum(const size_t* a, int n) { return a ? std::accumulate(a, a + n, size_t{0}) : 0; }
 
 uint64_t counts_hash(const OpArgs& a) {
   if (a.kind == CollKind::kAllgatherv)
@@ -268,7 +265,7 @@ void Comm::fill_desc(const OpArgs& a, Algo algo, OpDesc* out) {
   d.seq = a.kind == CollKind::kSendRecv ? 0 : ++seq_;
   // The V forms agree on the arrays, not on this rank's own count.
   bool v = a.kind == CollKind::kAllgatherv || a.kind == CollKind::kReducescatterv;
-  d.count = v ? sum(a.counts, a.nranks) : (a.kind == CollKind::kAlltoallv ? 0 : a.count);
+  d.count = v ? sum_counts(a.counts, a.nranks) : (a.kind == CollKind::kAlltoallv ? 0 : a.count);
   d.aux = counts_hash(a);
   d.chunk = a.chunk;
 }

@@ -51,7 +51,8 @@ bool Comm::lane_possible() const {
 // The bulk lane's piece: the segment's once set up, else what the configuration asks for.
 size_t Comm::lane_bulk_piece() const {
   if (lane_) return lane_->bulk_piece();
-  return lane_state_ == LaneState::kUntried ? shared_bulk_piece(nranks(), shared_lane_bulk_budget()) : 0;
+  if (lane_state_ != LaneState::kUntried) return 0;
+  return shared_bulk_piece(nranks(), shared_lane_bulk_budget());
 }
 
 Status Comm::lane_setup() {

@@ -52,8 +52,8 @@ void usage(FILE* to) {
       "Columns: the busiest rank's messages and bytes out by link, host_out, the most bytes\n"
       "that leave one host (one NIC's load), and net_total, the bytes that cross hosts.\n"
       "'shared' is the one-host shared lane: no messages, every rank copies through one\n"
-      "shared segment. Exit status 1 if a schedule's sends and\n"
-      "receives between two ranks disagree (never expected), 2 on bad arguments.\n");
+      "shared segment. Exit status 1 if a schedule's sends and receives between two ranks\n"
+      "disagree (never expected), 2 on bad arguments.\n");
 }
 
 constexpr long kMaxRanks = 1024;

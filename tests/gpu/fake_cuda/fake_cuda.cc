@@ -6,10 +6,11 @@
 // each stream is one worker thread that runs its copies, memsets, kernels and event records
 // in order, and zcx's kernels run on the CPU (fake_cuda_kernels.cc). Allocation, free and
 // cudaDeviceSynchronize wait for every stream, as on a GPU, and so does closing an imported
-// IPC mapping (reported of CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy CUDA IPC works between
-// processes of one host: cudaMalloc memory is a memfd mapping, its handle names the owner's
-// pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so the cuda_ipc provider's
-// protocol runs, over host memory). VMM (cuMem*) calls fail with CUDA_ERROR_NOT_SUPPORTED.
+// IPC mapping (reported of CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy
+// CUDA IPC works between processes of one host: cudaMalloc memory is a memfd mapping, its
+// handle names the owner's pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so
+// the cuda_ipc provider's protocol runs, over host memory). VMM (cuMem*) calls fail with
+// CUDA_ERROR_NOT_SUPPORTED.
 #include "fake_cuda.h"
 
 #include <fcntl.h>
