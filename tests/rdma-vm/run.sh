@@ -17,6 +17,13 @@
 # ${TMPDIR:-/tmp}/zcx-rdma-vm-cache. The unpacked kernel is kept there between runs.
 set -u -o pipefail
 
+# A caller killed outright (ctest stopped by hand) must not leave the guest running: this
+# script gets SIGTERM when its parent dies, and so does the timeout that owns QEMU (which
+# passes it on). PR_SET_PDEATHSIG survives exec, so setpriv re-runs the script under it.
+if [ -z "${RDMA_VM_PDEATHSIG:-}" ] && command -v setpriv >/dev/null; then
+  RDMA_VM_PDEATHSIG=1 exec setpriv --pdeathsig TERM -- bash "$0" "$@"
+fi
+
 SKIP=77
 NORESULT=98
 out_dir=""
@@ -197,10 +204,14 @@ chmod +x "$ird/init"
   skip "cannot pack the initramfs"
 
 # --- 5. boot ---------------------------------------------------------------------------
+# QEMU's timeout runs as a direct child of this shell, so its death signal follows ours.
+on_our_death=()
+command -v setpriv >/dev/null && on_our_death=(setpriv --pdeathsig TERM --)
 log "booting $kver under QEMU TCG ($(wc -l < "$ird/modules.list") modules); out: $out_dir"
 start=$(date +%s)
-timeout --kill-after=10 "$vm_timeout" qemu-system-x86_64 -accel tcg -cpu max -m 3G -smp 2 \
-  -nographic -no-reboot -kernel "$vmlinuz" -initrd "$work/initrd.img" \
+"${on_our_death[@]}" timeout --kill-after=10 "$vm_timeout" \
+  qemu-system-x86_64 -accel tcg -cpu max -m 3G -smp 2 -nographic -no-reboot \
+  -kernel "$vmlinuz" -initrd "$work/initrd.img" \
   -append "console=ttyS0 loglevel=4 panic=-1 quiet zcx_out=$out_dir" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs local,path="$out_dir",mount_tag=out,security_model=none \
