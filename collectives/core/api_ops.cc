@@ -19,6 +19,7 @@ namespace {
 struct GroupState {
   int depth = 0;
   zcx_comm* comm = nullptr;
+  zcx_stream_t stream = nullptr;  // the calls' CUDA stream (one for all), or NULL: host buffers
   std::vector<OpArgs> calls;
   Status error = Status::kSuccess;
 };
@@ -47,19 +48,28 @@ Status check_args(zcx_comm* c, const OpArgs& a) {
   return Status::kSuccess;
 }
 
-// A call with a CUDA stream (gpu_runner.h): device buffers, ordered after the stream's
-// earlier work; queued (asynchronous) or complete when it returns (ZCX_GPU_ASYNC=0).
-Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
-  ZCX_CHECK_ARG(req == nullptr, kLogColl,
-                "%s: the request forms take host buffers; with a CUDA stream use the blocking "
-                "form", coll_kind_name(a.kind));
+// The communicator's runner of calls with a CUDA stream (made at the first one), once the
+// buffers of `a` are found to be device memory of the runner's device.
+Status gpu_for_call(zcx_comm* c, const OpArgs& a, GpuRunner** out) {
   int device = c->gpu ? c->gpu->device() : -1;
   ZCX_TRY(device_of_call(a, c->comm->nranks(), &device));
   if (!c->gpu) {
     ZCX_TRY(GpuRunner::create(device, &c->gpu));
     c->comm->attach_gpu(c->gpu.get());
   }
-  return c->gpu->run(*c->comm, a, stream);
+  *out = c->gpu.get();
+  return Status::kSuccess;
+}
+
+// A call with a CUDA stream (gpu_runner.h): device buffers, ordered after the stream's
+// earlier work; queued (asynchronous) or complete when it returns (ZCX_GPU_ASYNC=0).
+Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
+  ZCX_CHECK_ARG(req == nullptr, kLogColl,
+                "%s: the request forms take host buffers; with a CUDA stream use the blocking "
+                "form", coll_kind_name(a.kind));
+  GpuRunner* gpu = nullptr;
+  ZCX_TRY(gpu_for_call(c, a, &gpu));
+  return gpu->run(*c->comm, {a}, stream);
 }
 
 Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
@@ -75,24 +85,32 @@ Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_
   return Status::kSuccess;
 }
 
+// A point-to-point call inside a group, kept for zcx_group_end. A group's calls share one
+// communicator and one stream (or all pass none); a call that breaks this fails the group.
+Status group_add(zcx_comm* c, const OpArgs& a, zcx_stream_t stream) {
+  GroupState& g = t_group;
+  if (!g.calls.empty() && g.comm != c)
+    return g.error = set_error(Status::kInvalidUsage, kLogColl,
+                               "a group may hold the calls of one communicator only");
+  if (!g.calls.empty() && g.stream != stream)
+    return g.error = set_error(Status::kInvalidUsage, kLogColl,
+                               "the calls of a group take one CUDA stream, or all none");
+  GpuRunner* gpu = nullptr;
+  Status st = stream != nullptr ? gpu_for_call(c, a, &gpu) : host_turn(c);
+  if (st != Status::kSuccess) return g.error = st;
+  g.comm = c, g.stream = stream;
+  g.calls.push_back(a);
+  return Status::kSuccess;
+}
+
 Status post_p2p(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
   CallScope scope(c);
   ZCX_TRY(scope.status());
   ZCX_TRY(check_args(c, a));
-  if (stream != nullptr)
-    return set_error(Status::kUnsupported, kLogColl,
-                     "send/recv with a CUDA stream are not available yet: pass a NULL stream "
-                     "with host buffers");
   ZCX_CHECK_ARG(a.count == 0 || a.sendbuf || a.recvbuf, kLogColl, "NULL buffer");
+  if (t_group.depth > 0 && req == nullptr) return group_add(c, a, stream);
+  if (stream != nullptr) return post_stream(c, a, stream, req);
   ZCX_TRY(host_turn(c));
-  if (t_group.depth > 0 && req == nullptr) {
-    if (t_group.comm && t_group.comm != c)
-      return t_group.error = set_error(Status::kInvalidUsage, kLogColl,
-                                       "a group may hold the calls of one communicator only");
-    t_group.comm = c;
-    t_group.calls.push_back(a);
-    return Status::kSuccess;
-  }
   std::shared_ptr<Op> op;
   ZCX_TRY(c->comm->post_group({a}, &op));
   if (req == nullptr) return c->comm->wait(*op);
@@ -285,6 +303,7 @@ ZCX_API zcx_status_t zcx_group_end(void) {
     std::shared_ptr<Op> op;
     CallScope scope(g.comm);
     ZCX_TRY(scope.status());
+    if (g.stream != nullptr) return g.comm->gpu->run(*g.comm->comm, std::move(g.calls), g.stream);
     ZCX_TRY(host_turn(g.comm));
     ZCX_TRY(g.comm->comm->post_group(g.calls, &op));
     return g.comm->comm->wait(*op);

@@ -369,6 +369,7 @@ Status Comm::self_copies(const std::vector<OpArgs>& calls, Schedule* out) const 
 // A group's calls as one operation: copies for the sends to self, then each call's
 // messages, numbered per link once every call has planned (a failed plan numbers none).
 Status Comm::plan_group(const std::vector<OpArgs>& calls, Op* op) {
+  if (!calls.empty()) op->sched.set_device(calls.front().device);  // one device per group
   ZCX_TRY(self_copies(calls, &op->sched));
   op->desc.kind = static_cast<uint8_t>(CollKind::kSendRecv);
   for (const OpArgs& call : calls) {
@@ -387,7 +388,7 @@ Status Comm::plan_group(const std::vector<OpArgs>& calls, Op* op) {
   return Status::kSuccess;
 }
 
-Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
+Status Comm::prepare_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
   ZCX_TRY(check_usable());
   ZCX_TRY(claim_context());  // before plan numbers the messages
   refresh_tuning();
@@ -396,9 +397,13 @@ Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* o
     release_context_if_idle();
     return st;
   }
-  queue_.push_back(op);
-  *out = op;
-  (void)progress();
+  *out = std::move(op);
+  return Status::kSuccess;
+}
+
+Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
+  ZCX_TRY(prepare_group(calls, out));
+  enqueue(*out);
   return Status::kSuccess;
 }
 

@@ -137,8 +137,10 @@ class Comm final : public PeerLinks {
   // calls plan on the caller's thread and run on the runner's).
   Status prepare(const OpArgs& args, std::shared_ptr<Op>* op);
   void enqueue(std::shared_ptr<Op> op);
-  // Queues point-to-point calls as one operation (a group).
+  // Queues point-to-point calls as one operation (a group); prepare_group is its first
+  // step, as prepare is post's.
   Status post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* op);
+  Status prepare_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* op);
   Status test(Op& op, bool* done);
   Status wait(Op& op);  // bounded: every executor times out after ZCX_TIMEOUT idle
   // A new communicator, with a context of its own (comm_split.cc).

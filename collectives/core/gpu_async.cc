@@ -7,6 +7,7 @@
 #include "common/gpu_hold.h"
 #include "common/log.h"
 #include "core/comm.h"
+#include "core/gpu_runner.h"
 #include "zcx/config.h"
 
 #if ZCX_HAVE_CUDA
@@ -228,7 +229,7 @@ Status provision(Comm& comm, const Op& op, const std::shared_ptr<ScratchPool>& p
 
 }  // namespace
 
-Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user) {
+Status GpuAsync::submit(Comm& comm, const std::vector<OpArgs>& calls, void* user) {
   Impl& m = *impl_;
   ZCX_TRY(quiesce());
   // No call of this communicator holds a stream now: device-wide work left by the last one's
@@ -236,7 +237,7 @@ Status GpuAsync::submit(Comm& comm, const OpArgs& a, void* user) {
   gpu_hold::run_deferred();
   ZCX_TRY(comm.drain());  // request-form operations run on this thread: finish them first
   std::shared_ptr<Op> op;
-  ZCX_TRY(comm.prepare(a, &op));
+  ZCX_TRY(is_p2p(calls) ? comm.prepare_group(calls, &op) : comm.prepare(calls.front(), &op));
   Status st = provision(comm, *op, m.pinned);
   auto stream = static_cast<cudaStream_t>(user);
   if (st == Status::kSuccess)
@@ -267,7 +268,9 @@ GpuAsync::~GpuAsync() = default;
 Status GpuAsync::create(int, void*, std::shared_ptr<ScratchPool>, std::unique_ptr<GpuAsync>*) {
   return Status::kUnsupported;
 }
-Status GpuAsync::submit(Comm&, const OpArgs&, void*) { return Status::kUnsupported; }
+Status GpuAsync::submit(Comm&, const std::vector<OpArgs>&, void*) {
+  return Status::kUnsupported;
+}
 Status GpuAsync::quiesce() { return Status::kSuccess; }
 Status GpuAsync::error(const Comm& comm) const { return comm.async_error(); }
 

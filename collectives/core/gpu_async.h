@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 namespace zcx::coll {
 
@@ -43,8 +44,9 @@ class GpuAsync {
   GpuAsync(const GpuAsync&) = delete;
   GpuAsync& operator=(const GpuAsync&) = delete;
 
-  // Queues `a` (device set) on `comm` behind the work queued on `user` so far.
-  Status submit(Comm& comm, const OpArgs& a, void* user);
+  // Queues `calls` (device set; one collective, or a group's point-to-point calls) on
+  // `comm` as one operation behind the work queued on `user` so far.
+  Status submit(Comm& comm, const std::vector<OpArgs>& calls, void* user);
   // Waits until no call is in flight; the first failure of any call, sticky.
   Status quiesce();
   // The first failure so far without waiting; while none and no call is in flight,

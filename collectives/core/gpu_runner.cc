@@ -75,7 +75,8 @@ void call_extents(const OpArgs& a, int nranks, size_t* send, size_t* recv) {
     case CollKind::kAlltoall: *send = *recv = all; break;
     case CollKind::kAllreduce:
     case CollKind::kBroadcast:
-    case CollKind::kReduce: *send = *recv = block; break;
+    case CollKind::kReduce:
+    case CollKind::kSendRecv: *send = *recv = block; break;
     default: break;
   }
 }
@@ -178,14 +179,16 @@ Status GpuRunner::create(int device, std::unique_ptr<GpuRunner>* out) {
   return Status::kSuccess;
 }
 
-Status GpuRunner::run(Comm& comm, const OpArgs& a, void* stream) {
+Status GpuRunner::run(Comm& comm, std::vector<OpArgs> calls, void* stream) {
   CudaDeviceGuard guard(impl_->device);  // kernels, copies and allocations of this call
   ZCX_TRY(guard.status());
-  OpArgs d = a;
-  d.device = impl_->device;
-  if (impl_->async) return impl_->async->submit(comm, d, stream);
+  for (OpArgs& a : calls) a.device = impl_->device;
+  if (impl_->async) return impl_->async->submit(comm, calls, stream);
   ZCX_TRY(impl_->wait_for(static_cast<cudaStream_t>(stream)));
-  return comm.run(d);
+  if (!is_p2p(calls)) return comm.run(calls.front());
+  std::shared_ptr<Op> op;
+  ZCX_TRY(comm.post_group(calls, &op));
+  return comm.wait(*op);
 }
 
 Status GpuRunner::quiesce() { return impl_->async ? impl_->async->quiesce() : Status::kSuccess; }
@@ -220,7 +223,7 @@ Status GpuRunner::create(int, std::unique_ptr<GpuRunner>*) {
 }
 int GpuRunner::device() const { return -1; }
 bool GpuRunner::staging() const { return gpu_staging.get(); }
-Status GpuRunner::run(Comm&, const OpArgs&, void*) { return Status::kUnsupported; }
+Status GpuRunner::run(Comm&, std::vector<OpArgs>, void*) { return Status::kUnsupported; }
 Status GpuRunner::quiesce() { return Status::kSuccess; }
 Status GpuRunner::async_error(const Comm& comm) const { return comm.async_error(); }
 void GpuRunner::stop() {}

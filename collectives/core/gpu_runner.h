@@ -19,6 +19,7 @@
 #include "schedule/scratch_pool.h"
 
 #include <memory>
+#include <vector>
 
 namespace zcx::coll {
 
@@ -27,6 +28,10 @@ class Comm;
 // The CUDA device of a call's buffers (*device: -1 when no call set it yet), checked: every
 // non-NULL buffer must be device memory of one device, large enough for the call.
 Status device_of_call(const OpArgs& a, int nranks, int* device);
+// Whether `calls` are point-to-point calls (one operation as a group), not one collective.
+inline bool is_p2p(const std::vector<OpArgs>& calls) {
+  return !calls.empty() && calls.front().kind == CollKind::kSendRecv;
+}
 
 class GpuRunner {
  public:
@@ -40,9 +45,10 @@ class GpuRunner {
   // ZCX_GPU_STAGING, read at create: transfers through pinned host memory even where
   // cuda_ipc reaches the peer.
   bool staging() const;
-  // Runs `a` on `comm` after the work queued on `stream` so far: queued for the progress
-  // thread (asynchronous), or to completion (ZCX_GPU_ASYNC=0, read at create).
-  Status run(Comm& comm, const OpArgs& a, void* stream);
+  // Runs `calls` on `comm` as one operation after the work queued on `stream` so far:
+  // queued for the progress thread (asynchronous), or to completion (ZCX_GPU_ASYNC=0, read
+  // at create). calls: one collective, or the point-to-point calls of a group.
+  Status run(Comm& comm, std::vector<OpArgs> calls, void* stream);
   // Waits until no asynchronous call is in flight: every host-side use of the communicator
   // (a call without a stream, a group, split, destroy) comes after this. Returns the first
   // failure of an asynchronous call, sticky.

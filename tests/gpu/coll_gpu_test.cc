@@ -261,6 +261,79 @@ bool rooted_and_gathers(Ctx& c) {
   return c.failures == 0;
 }
 
+// ---- Point to point ----------------------------------------------------------------------
+// Outside a group: rank 0 sends to rank 1 on its stream, rank 1 receives; the others have no
+// part.
+bool check_pair(Ctx& c, size_t count) {
+  if (c.rank > 1) return true;
+  const zcx_dtype_t d = ZCX_INT32;
+  std::string what = "send 0 -> recv 1, count " + std::to_string(count);
+  Bytes mine(count * 4), recv(count * 4, kSentinel);
+  put_input(d, c.rank, c.n, 0, count, mine.data());
+  Call call = [&](const void* s, void* r) {
+    return c.rank == 0 ? zcx_coll_send(s, count, d, 1, c.comm, c.stream)
+                       : zcx_coll_recv(r, count, d, 0, c.comm, c.stream);
+  };
+  if (!device_call(c, what, mine, &recv, {}, call)) return false;
+  if (c.rank == 0) return untouched(c, what + " (the sender's receive buffer)", recv, 0,
+                                    recv.size());
+  return expect(c, what, d, recv, 0, count, [&](size_t i) { return input(d, 0, c.n, i); });
+}
+
+// One group on the stream: this rank's block to its right neighbour, the left one's into
+// recv, and to itself into recv's second half (a send to self pairs with a receive).
+bool check_ring_group(Ctx& c, size_t count) {
+  const zcx_dtype_t d = ZCX_INT32;
+  const size_t bytes = count * 4;
+  const int right = (c.rank + 1) % c.n, left = (c.rank + c.n - 1) % c.n;
+  std::string what = "send/recv ring and to self in a group, count " + std::to_string(count);
+  Bytes mine(bytes), recv(2 * bytes, kSentinel);
+  put_input(d, c.rank, c.n, 0, count, mine.data());
+  Call call = [&](const void* s, void* r) {
+    void* second = static_cast<uint8_t*>(r) + bytes;
+    (void)zcx_group_start();
+    zcx_status_t st = zcx_coll_send(s, count, d, right, c.comm, c.stream);
+    if (st == ZCX_SUCCESS) st = zcx_coll_recv(r, count, d, left, c.comm, c.stream);
+    if (st == ZCX_SUCCESS) st = zcx_coll_send(s, count, d, c.rank, c.comm, c.stream);
+    if (st == ZCX_SUCCESS) st = zcx_coll_recv(second, count, d, c.rank, c.comm, c.stream);
+    const zcx_status_t end = zcx_group_end();
+    return st != ZCX_SUCCESS ? st : end;
+  };
+  if (!device_call(c, what, mine, &recv, {}, call)) return false;
+  return expect(c, what + " (from the left)", d, recv, 0, count,
+                [&](size_t i) { return input(d, left, c.n, i); }) &&
+         expect(c, what + " (to itself)", d, recv, count, count,
+                [&](size_t i) { return input(d, c.rank, c.n, i); });
+}
+
+// A group's calls take one stream: a host call after a stream call fails the group, which
+// then runs nothing (so no peer waits for it).
+bool group_takes_one_stream(Ctx& c) {
+  DeviceBuffer dev(Alloc::kCudaMalloc, 0, 256);
+  int32_t host = 0;
+  (void)zcx_group_start();
+  const zcx_status_t on_stream =
+      zcx_coll_send(dev.data(), 1, ZCX_INT32, (c.rank + 1) % c.n, c.comm, c.stream);
+  const zcx_status_t on_host =
+      zcx_coll_recv(&host, 1, ZCX_INT32, (c.rank + c.n - 1) % c.n, c.comm, nullptr);
+  const zcx_status_t end = zcx_group_end();
+  if (on_stream == ZCX_SUCCESS && on_host == ZCX_ERR_INVALID_USAGE && end == ZCX_ERR_INVALID_USAGE)
+    return true;
+  return fail(c, std::string("a group of a stream send and a host receive: ") +
+                     zcx_status_string(on_stream) + ", " + zcx_status_string(on_host) +
+                     ", group end " + zcx_status_string(end) + " (want success, then "
+                     "ZCX_ERR_INVALID_USAGE twice)");
+}
+
+bool point_to_point(Ctx& c) {
+  for (size_t count : {size_t{1}, size_t{4093}, size_t{1} << 20}) {
+    (void)check_pair(c, count);
+    (void)check_ring_group(c, count);
+    if (c.broken) return false;
+  }
+  return group_takes_one_stream(c) && c.failures == 0;
+}
+
 // ---- Stream order ------------------------------------------------------------------------
 // Without any host synchronisation: a train of device-to-device copies (so the stream is
 // still busy when the collectives are issued), cudaMemsetAsync of the send buffer, allreduce
@@ -421,6 +494,7 @@ class CollGpuTest : public ::testing::TestWithParam<std::tuple<int, Mode>> {
 TEST_P(CollGpuTest, AllreduceDtypesCountsPlacements) { run(allreduce_matrix, 45); }
 TEST_P(CollGpuTest, BroadcastReduceAllgatherReducescatterAlltoall) { run(rooted_and_gathers, 30); }
 TEST_P(CollGpuTest, StreamOrderWithoutHostSync) { run(stream_order, 20); }
+TEST_P(CollGpuTest, SendRecvAloneAndInGroupsOnTheStream) { run(point_to_point, 30); }
 
 INSTANTIATE_TEST_SUITE_P(RanksAndModes, CollGpuTest,
                          ::testing::Combine(::testing::Values(2, 4),

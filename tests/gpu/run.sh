@@ -10,7 +10,7 @@
 #   4. ctest -L gpu: device reduction kernels bit-identical to the CPU reference for every
 #      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc and
 #      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified; stream-ordered
-#      collectives on device buffers (coll_gpu_test), over cuda_ipc and staged,
+#      collectives and send/recv on device buffers (coll_gpu_test), over cuda_ipc and staged,
 #      asynchronous (the default); the asynchronous calls' own cases (coll_gpu_async_test)
 #   4b. coll_gpu_test once more with ZCX_GPU_ASYNC=0 (the synchronous fallback)
 #   5. zcx-perf coll allreduce --device gpu (device buffers, stream-ordered calls, every

@@ -17,8 +17,9 @@
  * Reductions run as CUDA kernels; data moves over cuda_ipc between ranks of one host, else
  * by GPUDirect RDMA where the host provider's device takes GPU memory (ib with nvidia_peermem
  * or dmabuf, UCX built with CUDA), else through pinned host memory over the host providers
- * (ZCX_GPU_STAGING=1 forces that). The
- * request forms, send/recv and groups take host buffers only (a stream there is refused).
+ * (ZCX_GPU_STAGING=1 forces that). Send/recv take a stream too, alone or in a group whose
+ * calls all pass the same stream. The request forms take host buffers only (a stream there
+ * is refused).
  *
  * Blocking forms return when this rank's part is complete. The zcx_coll_i* forms return a
  * request; zcx_coll_test / zcx_coll_wait finish it. Operations on one communicator complete
@@ -182,16 +183,18 @@ ZCX_API zcx_status_t zcx_alltoallv(const void* sendbuf, const size_t* sendcounts
                                    zcx_dtype_t dtype, zcx_comm_t comm, zcx_stream_t stream);
 ZCX_API zcx_status_t zcx_barrier_comm(zcx_comm_t comm, zcx_stream_t stream);
 
-/* Point to point. Outside a group they complete before returning; inside a group they are
- * posted together at zcx_group_end. The receiver must pass the sender's count (checked). */
+/* Point to point. Outside a group they complete before returning (with a stream: as a
+ * collective does, above); inside a group they are posted together at zcx_group_end. The
+ * receiver must pass the sender's count (checked). */
 ZCX_API zcx_status_t zcx_coll_send(const void* buf, size_t count, zcx_dtype_t dtype, int peer,
                                    zcx_comm_t comm, zcx_stream_t stream);
 ZCX_API zcx_status_t zcx_coll_recv(void* buf, size_t count, zcx_dtype_t dtype, int peer,
                                    zcx_comm_t comm, zcx_stream_t stream);
 
 /* Groups: point-to-point calls between start and end (nestable, per thread) are posted
- * together at the outermost end, which then waits for all of them. One communicator per
- * group; collectives inside a group run at once, as outside (this version). A rank may send
+ * together at the outermost end, which then waits for all of them (with a stream: queues
+ * them on it as one operation). One communicator and one stream (or none) per group;
+ * collectives inside a group run at once, as outside (this version). A rank may send
  * to itself: each send to self pairs, in call order, with a receive from self of the same
  * size in the same group (a copy); an unpaired one is refused (ZCX_ERR_INVALID_USAGE). */
 ZCX_API zcx_status_t zcx_group_start(void);
