@@ -69,9 +69,8 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
 
 Comm::~Comm() {
   if (stats_.enabled()) {
-    const std::string text = stats_.report(name_, rank_, [this](int peer) {
-      return eps_[peer] ? std::string(eps_[peer]->provider()->name) : std::string();
-    });
+    const std::string text = stats_.report(
+        name_, rank_, [this](int peer, bool device) { return link_name(peer, device); });
     fputs(text.c_str(), stderr);
   }
   size_t stuck = 0;
@@ -112,8 +111,26 @@ Status Comm::data_endpoint(int peer, Endpoint** ep, bool* staged) {
              ipc ? "" : e->provider()->name);
   }
   *ep = data_eps_[peer];
-  *staged = *ep == eps_[peer] && (forced || !(*ep)->moves_device_memory());
+  *staged = staged_to(peer);
   return Status::kSuccess;
+}
+
+// Device memory to `peer` goes through pinned host memory over the host endpoint (not
+// cuda_ipc, and GPUDirect is either absent or ZCX_GPU_STAGING forbids it).
+bool Comm::staged_to(int peer) const {
+  Endpoint* ep = data_eps_[peer];
+  return ep != nullptr && ep == eps_[peer] &&
+         ((gpu_ && gpu_->staging()) || !ep->moves_device_memory());
+}
+
+// How ZCX_STATS names the way to `peer`: the host endpoint's provider; for device memory,
+// cuda_ipc, or the host provider with ":gdr" (GPUDirect RDMA) or ":staged".
+std::string Comm::link_name(int peer, bool device) const {
+  Endpoint* ep = device ? data_eps_[peer] : eps_[peer];
+  if (ep == nullptr) return "";
+  std::string name = ep->provider()->name;
+  if (!device || ep != eps_[peer]) return name;
+  return name + (staged_to(peer) ? ":staged" : ":gdr");
 }
 
 const DeviceIo* Comm::device_io() { return gpu_ ? gpu_->io() : nullptr; }

@@ -169,6 +169,8 @@ class Comm final : public PeerLinks {
  private:
   Comm() = default;
   Status plan(const OpArgs& args, Op* op);
+  bool staged_to(int peer) const;
+  std::string link_name(int peer, bool device) const;
   SelectInput select_input(const OpArgs& a) const;
   void fill_desc(const OpArgs& a, Algo algo, OpDesc* out);
   const Choice& choose(const SelectInput& in);

@@ -29,7 +29,7 @@ void line(std::string* out, const char* fmt, ...) {
 }  // namespace
 
 CommStats::CommStats(int nranks) : enabled_(kStatsParam.get()) {
-  if (enabled_) traffic_ = ScheduleTraffic(nranks);
+  if (enabled_) traffic_ = device_traffic_ = ScheduleTraffic(nranks);
 }
 
 void CommStats::add_op(CollKind kind, Algo algo, size_t bytes) {
@@ -39,7 +39,7 @@ void CommStats::add_op(CollKind kind, Algo algo, size_t bytes) {
 }
 
 std::string CommStats::report(const std::string& comm, int rank,
-                              const std::function<std::string(int)>& link) const {
+                              const std::function<std::string(int, bool)>& link) const {
   std::string out;
   uint64_t calls = 0;
   for (const auto& [key, t] : ops_) calls += t.calls;
@@ -50,15 +50,16 @@ std::string CommStats::report(const std::string& comm, int rank,
          coll_kind_name(static_cast<CollKind>(key.first)),
          key.first == static_cast<int>(CollKind::kSendRecv) ? "-" : algo_name(static_cast<Algo>(key.second)),
          t.calls, t.bytes);
-  line(&out, "[zcx stats]   %6s %-9s %16s %10s %16s %10s", "peer", "link", "sent_bytes", "sends",
-       "recv_bytes", "recvs");
-  for (size_t r = 0; r < traffic_.peers.size(); ++r) {
-    const PeerTraffic& p = traffic_.peers[r];
-    if (p.sends + p.receives == 0) continue;
-    const std::string via = link(static_cast<int>(r));
-    line(&out, "[zcx stats]   %6zu %-9s %16" PRIu64 " %10" PRIu64 " %16" PRIu64 " %10" PRIu64, r,
-         via.empty() ? "-" : via.c_str(), p.sent, p.sends, p.received, p.receives);
-  }
+  line(&out, "[zcx stats]   %6s %-15s %16s %10s %16s %10s", "peer", "link", "sent_bytes",
+       "sends", "recv_bytes", "recvs");
+  for (size_t r = 0; r < traffic_.peers.size(); ++r)
+    for (bool device : {false, true}) {
+      const PeerTraffic& p = (device ? device_traffic_ : traffic_).peers[r];
+      if (p.sends + p.receives == 0) continue;
+      const std::string via = link(static_cast<int>(r), device);
+      line(&out, "[zcx stats]   %6zu %-15s %16" PRIu64 " %10" PRIu64 " %16" PRIu64 " %10" PRIu64,
+           r, via.empty() ? "-" : via.c_str(), p.sent, p.sends, p.received, p.receives);
+    }
   return out;
 }
 

@@ -326,7 +326,7 @@ bool group_takes_one_stream(Ctx& c) {
 }
 
 bool point_to_point(Ctx& c) {
-  for (size_t count : {size_t{1}, size_t{4093}, size_t{1} << 20}) {
+  for (size_t count : {size_t{0}, size_t{1}, size_t{4093}, size_t{1} << 20}) {
     (void)check_pair(c, count);
     (void)check_ring_group(c, count);
     if (c.broken) return false;
