@@ -15,7 +15,7 @@
 #   4b. coll_gpu_test once more with ZCX_GPU_ASYNC=0 (the synchronous fallback)
 #   5. zcx-perf coll allreduce --device gpu (device buffers, stream-ordered calls, every
 #      result checked): 2 and 4 ranks over cuda_ipc, 2 ranks with ZCX_GPU_STAGING=1, 2 ranks
-#      with ZCX_GPU_ASYNC=0
+#      with ZCX_GPU_ASYNC=0; and sendrecv (a send/recv group per call), 2 ranks over cuda_ipc
 # Steps 3-5 each run to their time limit and a failure is reported at the end, so one
 # broken step does not hide the others' results.
 # Exit codes: 0 pass, 1 fail, 77 skipped (no GPU or no toolchain here).
@@ -102,23 +102,24 @@ if [ $rc -ne 0 ]; then
 fi
 grep -E "^\[( +OK|  FAILED|  PASSED) " "$build/coll-gpu-sync.log"
 
-step "zcx-perf coll allreduce on device buffers (--device gpu, 16 B..256 MiB)"
-# perf_gpu NP STAGING ITERS WARMUP [ASYNC]: one zcx-run job; zcx-run stops the ranks at 40 s
-# (exit 124), timeout kills everything at 45 s. A wrong element fails the run (exit 1).
+step "zcx-perf coll allreduce and sendrecv on device buffers (--device gpu, 16 B..256 MiB)"
+# perf_gpu NP STAGING ITERS WARMUP [ASYNC [OP]]: one zcx-run job; zcx-run stops the ranks at
+# 40 s (exit 124), timeout kills everything at 45 s. A wrong element fails the run (exit 1).
 perf_gpu() {
-  local np=$1 mode=cuda_ipc envs=(-u ZCX_GPU_STAGING)
+  local np=$1 mode=cuda_ipc envs=(-u ZCX_GPU_STAGING) op=${6:-allreduce}
   [ "$2" = 1 ] && mode=staging envs=(ZCX_GPU_STAGING=1)
   [ "${5:-1}" = 0 ] && mode=$mode-sync envs+=(ZCX_GPU_ASYNC=0)
-  echo "-- $np ranks, $mode"
+  echo "-- $op, $np ranks, $mode"
   timeout -s KILL 45 env "${envs[@]}" "$build"/tools/run/zcx-run -np "$np" \
-    --timeout 40 -- "$build"/tools/perf/zcx-perf coll allreduce --device gpu -b 16 -e 256M \
-    -f 4 -n "$3" -w "$4" --reps 3 --json "$build/perf-gpu-$mode-np$np.json" ||
-    note_failure "zcx-perf coll allreduce --device gpu, $np ranks, $mode (exit $?)"
+    --timeout 40 -- "$build"/tools/perf/zcx-perf coll "$op" --device gpu -b 16 -e 256M \
+    -f 4 -n "$3" -w "$4" --reps 3 --json "$build/perf-gpu-$op-$mode-np$np.json" ||
+    note_failure "zcx-perf coll $op --device gpu, $np ranks, $mode (exit $?)"
 }
 perf_gpu 2 0 10 2
 perf_gpu 4 0 10 2
 perf_gpu 2 1 5 1
 perf_gpu 2 0 10 2 0
+perf_gpu 2 0 10 2 1 sendrecv
 
 step "done"
 [ ${#failures[@]} -eq 0 ] || { printf 'gpu/run.sh: FAIL: %s\n' "${failures[@]}"; exit 1; }

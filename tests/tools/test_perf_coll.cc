@@ -196,6 +196,18 @@ TEST(ZcxPerfColl, DeviceGpuOnTheSimulatedRuntime) {
   EXPECT_NE(r.out.find("device: gpu: CUDA device 0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ZCX_GPU_STAGING=1"), std::string::npos) << r.out;
 }
+
+// sendrecv on device buffers (stream-ordered send/recv in a group), over cuda_ipc as the
+// simulator has it: each rank's received block checked.
+TEST(ZcxPerfColl, DeviceGpuSendrecvOnTheSimulatedRuntime) {
+  const std::string fake = ZCX_FAKE_CUDA_PATH;
+  ToolResult r = run_tool("ZCX_CUDA_DRIVER_LIBRARY=" + fake + " ZCX_CUDA_RUNTIME_LIBRARY=" + fake +
+                          " " + kRun + " -np 2 --timeout 60 -- " + kPerf +
+                          " coll sendrecv --device gpu -b 8 -e 256K -f 8 -n 3 -w 1 --reps 2 -c 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(clean_rows(r.out, "float", "none", -1), 6) << r.out;
+  EXPECT_NE(r.out.find("device: gpu: CUDA device 0"), std::string::npos) << r.out;
+}
 #endif
 
 TEST(ZcxPerfColl, RanksWithDifferentOptionsAreRejected) {

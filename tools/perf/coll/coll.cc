@@ -196,7 +196,7 @@ void coll_usage(FILE* to) {
       "                          CUDA device 0 (every rank), each call on a CUDA stream; a\n"
       "                          repetition's -n calls are timed up to cudaStreamSynchronize;\n"
       "                          inputs and results are copied to and from the host (not\n"
-      "                          timed). Not for sendrecv\n"
+      "                          timed)\n"
       "  -h, --help              this text\n"
       "\n"
       "Example: zcx-run -np 4 -- zcx-perf coll allreduce -b 8 -e 64M -f 8 --json ar.json\n");

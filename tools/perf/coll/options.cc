@@ -74,8 +74,6 @@ std::string parse_coll_options(std::vector<std::string> args, CollOptions* o) {
     if (!error.empty()) error += " (got '" + args[i + 1] + "')";
   }
   if (!error.empty()) return error;
-  if (o->gpu && o->op == "sendrecv")
-    return "--device gpu does not run sendrecv (zcx_coll_send/recv take no CUDA stream)";
   // As in nccl-tests: a factor above 1 wins; -i alone (or with -f 1) steps linearly.
   if (linear || (!has_factor && o->step_bytes > 0)) {
     if (o->step_bytes == 0) o->step_bytes = size_t{1} << 20;  // nccl-tests' default -i
