@@ -1,5 +1,6 @@
 #include "common/bootstrap/bootstrap.h"
 #include "common/bootstrap/bootstrap_internal.h"
+#include "common/random.h"
 #include "bootstrap/test_util.h"
 
 #include <gtest/gtest.h>

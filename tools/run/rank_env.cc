@@ -1,12 +1,11 @@
 #include "rank_env.h"
 
+#include "common/random.h"
 #include "common/socket.h"
 #include "common/status.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -26,19 +25,11 @@ bool free_loopback_port(int* port, std::string* error) {
   return false;
 }
 
-bool random_u64(uint64_t* out, std::string* error) {
-  uint8_t* p = reinterpret_cast<uint8_t*>(out);
-  size_t got = 0;
-  while (got < sizeof *out) {
-    ssize_t n = ::getrandom(p + got, sizeof *out - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = std::string("getrandom failed: ") + strerror(errno);
-      return false;
-    }
-    got += static_cast<size_t>(n);
-  }
-  return true;
+// A secret (common/random: getrandom, nothing weaker).
+bool random_value(uint64_t* out, std::string* error) {
+  if (random_secret(out) == Status::kSuccess) return true;
+  *error = last_error();
+  return false;
 }
 
 bool is_launch_variable(const char* kv) {
@@ -54,8 +45,8 @@ bool is_launch_variable(const char* kv) {
 bool make_job_env(JobEnv* out, std::string* error) {
   int port = 0;
   uint64_t secret = 0, job = 0;
-  if (!free_loopback_port(&port, error) || !random_u64(&secret, error) ||
-      !random_u64(&job, error))
+  if (!free_loopback_port(&port, error) || !random_value(&secret, error) ||
+      !random_value(&job, error))
     return false;
   char text[64];
   out->root = "127.0.0.1:" + std::to_string(port);

@@ -32,7 +32,6 @@ namespace zcx {
 
 // unique_id.cc / launch_env.cc helpers (exposed for tests).
 UniqueFd take_reserved_listener(const UniqueId& id);
-Status random_secret(uint64_t* out);
 uint64_t derive_secret(const std::string& text);
 
 // At most `burst` warnings per `window_ms`; then one line counting the suppressed ones.

@@ -5,9 +5,8 @@
 #include "common/bootstrap/bootstrap_internal.h"
 #include "common/bootstrap/bootstrap_wire.h"
 #include "common/check.h"
+#include "common/random.h"
 #include "common/wire.h"
-
-#include <sys/random.h>
 
 #include <cerrno>
 #include <cstring>
@@ -77,18 +76,6 @@ Status unique_id_decode(const zcx_unique_id_t& in, UniqueId* out) {
                      "corrupt unique id (bad address, zero secret or non-zero padding)");
   id.secret = secret;
   *out = id;
-  return Status::kSuccess;
-}
-
-Status random_secret(uint64_t* out) {
-  uint64_t v = 0;
-  while (v == 0) {
-    ssize_t n = getrandom(&v, sizeof v, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof v))
-      return set_error(Status::kSystem, kLogBootstrap, "getrandom: %s", errno_text(errno));
-  }
-  *out = v;
   return Status::kSuccess;
 }
 
