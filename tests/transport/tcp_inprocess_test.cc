@@ -146,6 +146,39 @@ TEST_F(TcpInProcess, ManyRequestsInFlightCompleteInAnyOrder) {
   for (int i = 0; i < kN; ++i) EXPECT_EQ(check_pattern(dst[i].data(), src[i].size(), i), "");
 }
 
+// One test() call moves a bounded amount (tcp_progress.cc: 2 MiB per socket) however much
+// the socket holds: a peer that keeps the socket full must not keep the caller inside one
+// call until its whole message is through. Between receiver calls the sender fills what
+// the kernel takes (several MiB once loopback's buffers have grown); the bytes that landed
+// are counted after each call (the source has no zero byte).
+TEST_F(TcpInProcess, OneTestCallMovesABoundedAmount) {
+  constexpr size_t kSize = size_t{48} << 20, kBound = (size_t{2} << 20) + (size_t{256} << 10);
+  std::vector<uint8_t> src(kSize, 0x5a), dst(kSize, 0);
+  void* rbuf = dst.data();
+  size_t cap = kSize;
+  int tag = 3, rdone = 0, sdone = 0, calls = 0;
+  void *rreq = nullptr, *sreq = nullptr;
+  ASSERT_EQ(post_recv(ops_, recv_, 1, &rbuf, &cap, &tag, nullptr, &rreq), ZCX_SUCCESS);
+  ASSERT_EQ(post_send(ops_, send_, src.data(), kSize, 3, nullptr, &sreq), ZCX_SUCCESS);
+  size_t landed = 0, most = 0;
+  Deadline dl = Deadline::after_ms(60000);
+  while (!rdone && !dl.expired()) {
+    for (int i = 0; i < 64 && !sdone; ++i)
+      ASSERT_EQ(ops_->test(sreq, &sdone, nullptr), ZCX_SUCCESS) << zcx_get_last_error();
+    ASSERT_EQ(ops_->test(rreq, &rdone, nullptr), ZCX_SUCCESS) << zcx_get_last_error();
+    ++calls;
+    const size_t now = kSize - static_cast<size_t>(std::count(dst.begin(), dst.end(), 0));
+    most = std::max(most, now - landed);
+    landed = now;
+  }
+  ASSERT_TRUE(rdone) << "not received within 60 s; " << landed << " bytes landed";
+  while (!sdone) ASSERT_EQ(ops_->test(sreq, &sdone, nullptr), ZCX_SUCCESS);
+  EXPECT_EQ(landed, kSize);
+  EXPECT_LE(most, kBound) << "one receiver test() moved " << most << " bytes (" << calls
+                          << " calls in all)";
+  printf("[budget] most %zu bytes in one call, %d receiver calls\n", most, calls);
+}
+
 TEST_F(TcpInProcess, PoolExhaustionSaysRetryLater) {
   std::vector<void*> reqs;
   uint8_t byte = 1;

@@ -1,6 +1,6 @@
 // The data path: message layout, the request pool, and the per-socket send/receive state
 // machines that test() drives. Sockets are non-blocking; each call moves what the kernel
-// takes and returns.
+// takes (at most kSocketBudget bytes per socket) and returns.
 #include "common/clock.h"
 #include "common/config_vars.h"
 #include "tcp/tcp.h"
@@ -158,6 +158,11 @@ size_t send_part(const Comm* c, const Message& m, int s) {
 
 constexpr int kBatchMsgs = 16;
 constexpr size_t kBatchBytes = 256 * 1024;
+// Bytes one socket moves in one progress call, at most. Without a bound, a peer that keeps
+// the socket full kept one test() inside until its whole message was through (seconds for
+// gigabytes), while the caller's other connections, its deadlines and an abort from
+// another thread waited.
+constexpr size_t kSocketBudget = size_t{2} << 20;
 
 // Gathers what socket s has to send: the rest of its current message and, on socket 0,
 // small messages queued behind it, so one sendmsg carries many. Returns the iovec count.
@@ -200,7 +205,7 @@ Status send_socket(Comm* c, int s) {
   Sock& sk = c->socks[s];
   iovec iov[kIovMax + 1];
   uint8_t hdrs[kBatchMsgs][kHeaderBytes];
-  while (sk.cursor < c->tail) {
+  for (size_t moved = 0; sk.cursor < c->tail && moved < kSocketBudget;) {
     if (sk.off == send_part(c, c->ring[sk.cursor % c->ring.size()], s)) {
       socket_done_with(c, sk);  // nothing for this socket in that message
       continue;
@@ -213,6 +218,7 @@ Status send_socket(Comm* c, int s) {
     if (would_block(got)) return Status::kSuccess;
     if (got <= 0) return io_failure(c, s, got < 0 ? got : -1, "send");
     credit(c, s, static_cast<size_t>(got));
+    moved += static_cast<size_t>(got);
     ++c->moves;
   }
   return Status::kSuccess;
@@ -260,7 +266,7 @@ Status match_header(Comm* c) {
 size_t staged(const Comm* c) { return c->stage_end - c->stage_begin; }
 
 // Reads what socket 0 has into the staging buffer; *got tells whether anything came.
-Status stage_fill(Comm* c, bool* got) {
+Status stage_fill(Comm* c, bool* got, size_t* moved) {
   *got = false;
   if (c->stage_begin > 0) {
     memmove(c->stage.data(), c->stage.data() + c->stage_begin, staged(c));
@@ -274,6 +280,7 @@ Status stage_fill(Comm* c, bool* got) {
     if (would_block(n)) return Status::kSuccess;
     if (n <= 0) return io_failure(c, 0, n, "receive");
     c->stage_end += static_cast<size_t>(n);
+    *moved += static_cast<size_t>(n);
     ++c->moves;
     *got = true;
     return Status::kSuccess;
@@ -281,12 +288,12 @@ Status stage_fill(Comm* c, bool* got) {
 }
 
 // Socket 0 takes the next header once a receive buffer and a ring slot wait for it.
-Status recv_header(Comm* c, bool* stalled) {
+Status recv_header(Comm* c, bool* stalled, size_t* moved) {
   *stalled = c->pend_count == 0 || c->tail - c->head >= c->ring.size();
   if (*stalled) return Status::kSuccess;
   if (staged(c) < kHeaderBytes) {
     bool got = false;
-    ZCX_TRY(stage_fill(c, &got));
+    ZCX_TRY(stage_fill(c, &got, moved));
     if (staged(c) < kHeaderBytes) {
       *stalled = true;
       return Status::kSuccess;
@@ -312,8 +319,21 @@ void unstage(Comm* c, Message& m, Sock& sk) {
   sk.off += done;
 }
 
+// The first entries of iov[0..n) that hold `most` bytes (the last one shortened); their count.
+int clip_iov(iovec* iov, int n, size_t most) {
+  for (int i = 0; i < n; ++i) {
+    if (iov[i].iov_len >= most) {
+      iov[i].iov_len = most;
+      return i + 1;
+    }
+    most -= iov[i].iov_len;
+  }
+  return n;
+}
+
 // Reads socket s's part of message m; *blocked when the socket has nothing more now.
-Status recv_part(Comm* c, int s, Message& m, bool* blocked) {
+// *moved counts the bytes read from the socket (never past kSocketBudget).
+Status recv_part(Comm* c, int s, Message& m, bool* blocked, size_t* moved) {
   Sock& sk = c->socks[s];
   *blocked = false;
   if (s == 0 && staged(c) > 0) {
@@ -321,12 +341,13 @@ Status recv_part(Comm* c, int s, Message& m, bool* blocked) {
     return Status::kSuccess;
   }
   if (s == 0 && stripe_bytes(c->layout, m.size, 0) - sk.off < kStageBelow) {
-    ZCX_TRY(stage_fill(c, blocked));
+    ZCX_TRY(stage_fill(c, blocked, moved));
     *blocked = !*blocked;
     return Status::kSuccess;
   }
   iovec iov[kIovMax];
   int n = stripe_iov(c->layout, m.data, m.size, s, sk.off, iov, kIovMax);
+  n = clip_iov(iov, n, kSocketBudget - *moved);
   msghdr mh{};
   mh.msg_iov = iov;
   mh.msg_iovlen = static_cast<size_t>(n);
@@ -340,17 +361,18 @@ Status recv_part(Comm* c, int s, Message& m, bool* blocked) {
   }
   if (got <= 0) return io_failure(c, s, got, "receive");
   sk.off += static_cast<size_t>(got);
+  *moved += static_cast<size_t>(got);
   ++c->moves;
   return Status::kSuccess;
 }
 
 Status recv_socket(Comm* c, int s) {
   Sock& sk = c->socks[s];
-  for (;;) {
+  for (size_t moved = 0; moved < kSocketBudget;) {
     if (sk.cursor == c->tail) {
       if (s != 0) return Status::kSuccess;  // header not yet read by socket 0
       bool stalled = false;
-      ZCX_TRY(recv_header(c, &stalled));
+      ZCX_TRY(recv_header(c, &stalled, &moved));
       if (stalled) return Status::kSuccess;
     }
     Message& m = c->ring[sk.cursor % c->ring.size()];
@@ -359,9 +381,10 @@ Status recv_socket(Comm* c, int s) {
       continue;
     }
     bool blocked = false;
-    ZCX_TRY(recv_part(c, s, m, &blocked));
+    ZCX_TRY(recv_part(c, s, m, &blocked, &moved));
     if (blocked) return Status::kSuccess;
   }
+  return Status::kSuccess;  // more may wait: the next call goes on
 }
 
 }  // namespace
