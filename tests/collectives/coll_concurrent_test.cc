@@ -11,7 +11,14 @@
 
 #include <zcx/coll.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,6 +104,25 @@ std::string refused(zcx_status_t st, const char* what) {
   return msg.find("communicator 'a'") == std::string::npos ? std::string(what) + ": " + msg : "";
 }
 
+// Counts of ranks lined up, one per run (shared lane on, off), in memory the forked ranks
+// share with the test.
+std::atomic<int>* g_lined_up = nullptr;
+
+// Waits until all n ranks of this run have come here (bounded). Until then no rank drives
+// `a` (host calls progress only inside zcx calls), so `a`'s allreduce, which needs every
+// rank, stays in flight through each rank's checks on `b`, however the ranks are scheduled.
+bool line_up(int n) {
+  const char* lane = std::getenv("ZCX_COLL_SHARED_LANE");
+  std::atomic<int>& count = g_lined_up[lane != nullptr && lane[0] == '0' ? 1 : 0];
+  count.fetch_add(1);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (count.load() < n) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    usleep(100);
+  }
+  return true;
+}
+
 std::string shared_context_calls(zcx_comm_t a, zcx_comm_t b, int rank, int n) {
   std::vector<float> va(kCount, float(rank + 1)), vb(4, float(rank + 1));
   zcx_coll_request_t ra = nullptr, rb = nullptr;
@@ -109,6 +135,7 @@ std::string shared_context_calls(zcx_comm_t a, zcx_comm_t b, int rank, int n) {
                 "iallreduce on b");
   if (e.empty())
     e = refused(zcx_coll_send(vb.data(), 1, ZCX_FLOAT32, (rank + 1) % n, b, nullptr), "send on b");
+  if (!line_up(n) && e.empty()) e = "the other ranks did not line up within 30 s";
   if (!e.empty()) return e;
   if (zcx_coll_wait(ra) != ZCX_SUCCESS) return failed("a's request");
   if (!summed(va, n)) return "a: wrong sums";
@@ -156,7 +183,15 @@ class CollConcurrent : public test::ProviderParamTest {
 };
 
 TEST_P(CollConcurrent, CommunicatorsOverOneContextAreRefusedWhileTheOtherIsBusy) {
+  void* shared = mmap(nullptr, 2 * sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* counts = static_cast<std::atomic<int>*>(shared);
+  for (int i = 0; i < 2; ++i) new (&counts[i]) std::atomic<int>(0);
+  g_lined_up = counts;
   expect_every_rank_ok(shared_context_rank, 60 * 1000);
+  munmap(shared, 2 * sizeof(std::atomic<int>));
+  g_lined_up = nullptr;
 }
 
 TEST_P(CollConcurrent, ParentAndSplitRunAtOnce) { expect_every_rank_ok(concurrent_rank, 120 * 1000); }
