@@ -48,16 +48,15 @@ Status check_args(zcx_comm* c, const OpArgs& a) {
   return Status::kSuccess;
 }
 
-// The communicator's runner of calls with a CUDA stream (made at the first one), once the
-// buffers of `a` are found to be device memory of the runner's device.
-Status gpu_for_call(zcx_comm* c, const OpArgs& a, GpuRunner** out) {
+// Checks that the buffers of `a` are device memory of the runner's device, and makes the
+// communicator's runner of calls with a CUDA stream (c->gpu) at the first one.
+Status check_gpu_call(zcx_comm* c, const OpArgs& a) {
   int device = c->gpu ? c->gpu->device() : -1;
   ZCX_TRY(device_of_call(a, c->comm->nranks(), &device));
   if (!c->gpu) {
     ZCX_TRY(GpuRunner::create(device, &c->gpu));
     c->comm->attach_gpu(c->gpu.get());
   }
-  *out = c->gpu.get();
   return Status::kSuccess;
 }
 
@@ -67,9 +66,8 @@ Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_r
   ZCX_CHECK_ARG(req == nullptr, kLogColl,
                 "%s: the request forms take host buffers; with a CUDA stream use the blocking "
                 "form", coll_kind_name(a.kind));
-  GpuRunner* gpu = nullptr;
-  ZCX_TRY(gpu_for_call(c, a, &gpu));
-  return gpu->run(*c->comm, {a}, stream);
+  ZCX_TRY(check_gpu_call(c, a));
+  return c->gpu->run(*c->comm, {a}, stream);
 }
 
 Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
@@ -95,8 +93,7 @@ Status group_add(zcx_comm* c, const OpArgs& a, zcx_stream_t stream) {
   if (!g.calls.empty() && g.stream != stream)
     return g.error = set_error(Status::kInvalidUsage, kLogColl,
                                "the calls of a group take one CUDA stream, or all none");
-  GpuRunner* gpu = nullptr;
-  Status st = stream != nullptr ? gpu_for_call(c, a, &gpu) : host_turn(c);
+  Status st = stream != nullptr ? check_gpu_call(c, a) : host_turn(c);
   if (st != Status::kSuccess) return g.error = st;
   g.comm = c, g.stream = stream;
   g.calls.push_back(a);
