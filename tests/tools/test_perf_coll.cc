@@ -183,12 +183,14 @@ TEST(ZcxPerfColl, DeviceGpuWithoutADriverFailsClearly) {
 }
 
 #ifdef ZCX_FAKE_CUDA_PATH
+// The environment that loads the simulated runtime in place of libcuda and libcudart.
+const std::string kSimulatedCuda = std::string("ZCX_CUDA_DRIVER_LIBRARY=") + ZCX_FAKE_CUDA_PATH +
+                                   " ZCX_CUDA_RUNTIME_LIBRARY=" + ZCX_FAKE_CUDA_PATH + " ";
+
 // --device gpu through the simulated CUDA runtime (host memory; tests/gpu/fake_cuda), staged
 // transfers: the tool's device buffers, stream calls and checks, not a GPU.
 TEST(ZcxPerfColl, DeviceGpuOnTheSimulatedRuntime) {
-  const std::string fake = ZCX_FAKE_CUDA_PATH;
-  ToolResult r = run_tool("ZCX_CUDA_DRIVER_LIBRARY=" + fake + " ZCX_CUDA_RUNTIME_LIBRARY=" + fake +
-                          " ZCX_PROVIDERS=shm,tcp ZCX_GPU_STAGING=1 " + kRun +
+  ToolResult r = run_tool(kSimulatedCuda + "ZCX_PROVIDERS=shm,tcp ZCX_GPU_STAGING=1 " + kRun +
                           " -np 2 --timeout 60 -- " + kPerf +
                           " coll allreduce --device gpu -b 8 -e 256K -f 8 -n 3 -w 1 --reps 2 -c 1");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -200,9 +202,7 @@ TEST(ZcxPerfColl, DeviceGpuOnTheSimulatedRuntime) {
 // sendrecv on device buffers (stream-ordered send/recv in a group), over cuda_ipc as the
 // simulator has it: each rank's received block checked.
 TEST(ZcxPerfColl, DeviceGpuSendrecvOnTheSimulatedRuntime) {
-  const std::string fake = ZCX_FAKE_CUDA_PATH;
-  ToolResult r = run_tool("ZCX_CUDA_DRIVER_LIBRARY=" + fake + " ZCX_CUDA_RUNTIME_LIBRARY=" + fake +
-                          " " + kRun + " -np 2 --timeout 60 -- " + kPerf +
+  ToolResult r = run_tool(kSimulatedCuda + kRun + " -np 2 --timeout 60 -- " + kPerf +
                           " coll sendrecv --device gpu -b 8 -e 256K -f 8 -n 3 -w 1 --reps 2 -c 1");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(clean_rows(r.out, "float", "none", -1), 6) << r.out;

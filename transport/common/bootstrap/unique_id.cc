@@ -8,7 +8,6 @@
 #include "common/random.h"
 #include "common/wire.h"
 
-#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <vector>
