@@ -143,6 +143,14 @@ TEST(CudaIpcAnyHost, ReportsDevicesAndRejectsMissingDevice) {
   board_free(b);
 }
 
+// A counter of the simulated runtime (fake_cuda.cc), or null against a real one.
+using FakeCounter = long (*)();
+FakeCounter fake_counter(const char* name) {
+  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
+  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return h ? reinterpret_cast<FakeCounter>(dlsym(h, name)) : nullptr;
+}
+
 // A receive buffer's legacy IPC handle is made once per allocation: exporting the same
 // cudaMalloc buffer (and one inside it) again reuses it (the simulated runtime counts
 // cudaIpcGetMemHandle calls; a real one only gets the handles compared), and a new
@@ -155,9 +163,7 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
     std::string why;
     const CudaApi* api = cuda_shim_load(&why);
     if (api == nullptr || api->set_device(0) != cudaSuccess) return fail(b, 0, "CUDA");
-    const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
-    void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-    auto made = h ? reinterpret_cast<long (*)()>(dlsym(h, "fake_cuda_ipc_exports")) : nullptr;
+    FakeCounter made = fake_counter("fake_cuda_ipc_exports");
     const long before = made ? made() : 0;
     cuda_ipc::Export e1, e2, e3;
     UniqueFd fd;
@@ -178,6 +184,76 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
     return 0;
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];
+  EXPECT_EQ(failed, 0);
+  board_free(b);
+}
+
+constexpr size_t kReuseBytes = size_t(1) << 20;
+
+// One message of kReuseBytes from rank 0 into `dst` on rank 1, verified there.
+int one_message(Board* b, int rank, Mesh& m, uint8_t* dst, int k) {
+  const CudaApi* api = cuda_shim();
+  std::vector<uint8_t> want = expected(0, 1, kReuseBytes, k);
+  std::vector<void*> reqs(1, nullptr);
+  if (rank == 0) {
+    DeviceBuffer src(Alloc::kCudaMalloc, 0, kReuseBytes);
+    if (!src.ok() || api->copy(src.data(), want.data(), kReuseBytes, cudaMemcpyHostToDevice) ||
+        ipc_ops()->isend(m.sc[1], src.data(), kReuseBytes, 0, nullptr, &reqs[0]) ||
+        !wait_all(reqs, nullptr, 30000))
+      return fail(b, 0, "send " + std::to_string(k));
+    return 0;
+  }
+  void* data = dst;
+  size_t cap = kReuseBytes;
+  std::vector<uint8_t> host(kReuseBytes);
+  if (ipc_ops()->irecv(m.rc[0], 1, &data, &cap, nullptr, nullptr, &reqs[0]) ||
+      !wait_all(reqs, nullptr, 30000) ||
+      api->copy(host.data(), dst, kReuseBytes, cudaMemcpyDeviceToHost) || host != want)
+    return fail(b, 1, "receive " + std::to_string(k) + " (or its data)");
+  return 0;
+}
+
+// Rank 1 receives into A, frees it and receives into B, which the allocator placed where A
+// was. Rank 0, whose cache still maps A, checks against the simulated runtime that its first
+// open of B was refused and that A's mapping was closed for it.
+int reuse_rank(Board* b, int rank, Mesh& m) {
+  FakeCounter refused = fake_counter("fake_cuda_ipc_refused_opens");
+  FakeCounter imports = fake_counter("fake_cuda_ipc_open_imports");
+  if (rank == 0) {
+    if (one_message(b, 0, m, nullptr, 0) || one_message(b, 0, m, nullptr, 1)) return 1;
+    if (refused != nullptr && (refused() != 1 || imports() != 1))
+      return fail(b, 0, "refused opens " + std::to_string(refused()) + ", open imports " +
+                            std::to_string(imports()) + " (want 1 and 1)");
+  } else {
+    auto a = std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, kReuseBytes);
+    if (!a->ok() || one_message(b, 1, m, a->data(), 0)) return 1;
+    const uint8_t* at = a->data();
+    a.reset();
+    DeviceBuffer fresh(Alloc::kCudaMalloc, 0, kReuseBytes);
+    if (refused != nullptr && fresh.data() != at)
+      return fail(b, 1, "the simulated allocator did not give A's range back");
+    if (!fresh.ok() || one_message(b, 1, m, fresh.data(), 1)) return 1;
+  }
+  return board_barrier(b, 2, 1) ? 0 : fail(b, rank, "barrier");
+}
+
+// A receiver that frees a buffer and gets its range back for the next one: the sender's
+// cache holds the old mapping (unused), which the driver may refuse to open over
+// (cudaErrorAlreadyMapped, modelled by the simulated runtime); the cache closes it and
+// opens again, and the message arrives intact.
+TEST(CudaIpcCache, cudamalloc_AFreedAndReusedRangeOpensAgain) {
+  ZCX_REQUIRE_GPUS(1);
+  Board* b = board_new();
+  ASSERT_NE(b, nullptr);
+  int failed = run_ranks(2, [&](int r) {
+    if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
+      return fail(b, r, "CUDA");
+    Mesh m;
+    if (!mesh_connect(b, r, 2, 0, &m)) return 1;
+    return reuse_rank(b, r, m);
+  }, 60000);
+  for (int r = 0; r < 2; ++r)
+    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
   board_free(b);
 }

@@ -3,7 +3,10 @@
 // or a cuMem POSIX fd for VMM memory) in a POST message; the sender imports it (cached per peer process, see
 // cuda_ipc_cache.cc), copies into it with cudaMemcpyAsync on its own stream (the copy
 // engines; NVLink where present), records an event, and when the event completes sends
-// DONE. The receiver never touches the sender's memory.
+// DONE. The receiver never touches the sender's memory. Where the sender cannot map the
+// buffer while a stream-ordered call holds a stream (a reused range, cuda_ipc_cache.cc), the
+// bytes go through host memory instead: the sender copies them into a memfd and passes it in
+// a DATA packet; the receiver copies them in on its own stream.
 //
 // Control channel: one SOCK_SEQPACKET abstract Unix socket per one-directional connection
 // (one packet per message, SCM_RIGHTS for VMM fds); SO_PEERCRED checks both ends, the
@@ -13,6 +16,7 @@
 //   POST   receiver -> sender: magic, seq, capacity, export (kind, base, size, offset,
 //          buffer id, 64-byte legacy handle) [+ fd]
 //   DONE   sender -> receiver: magic, seq, size
+//   DATA   sender -> receiver: magic, seq, size + a memfd holding the bytes (instead of DONE)
 // Sends and receives match in posting order (seq); one buffer per receive (max_recvs 1).
 #pragma once
 
@@ -29,7 +33,7 @@
 
 namespace zcx::cuda_ipc {
 
-inline constexpr uint32_t kWireVersion = 1;
+inline constexpr uint32_t kWireVersion = 2;
 inline constexpr int kMaxRequests = 256;
 inline constexpr size_t kMaxMessage = size_t(1) << 40;
 inline constexpr size_t kMaxPacket = 256;
@@ -37,6 +41,7 @@ inline constexpr size_t kMaxPacket = 256;
 inline constexpr uint32_t kAckMagic = 0x41504943;   // "CIPA"
 inline constexpr uint32_t kPostMagic = 0x50504943;  // "CIPP"
 inline constexpr uint32_t kDoneMagic = 0x44504943;  // "CIPD"
+inline constexpr uint32_t kDataMagic = 0x46504943;  // "CIPF"
 enum AckCode : uint32_t { kAckOk = 0, kAckSecret = 1, kAckVersion = 2 };
 
 // kNone: a zero-byte receive (nothing to export).
@@ -58,7 +63,9 @@ Status export_buffer(const void* data, Export* out, UniqueFd* fd);
 
 // Process-wide cache of imported peer allocations (cuda_ipc_cache.cc), keyed by exporter pid,
 // base and buffer id. acquire maps on a miss (fd: kVmm only) and returns the local address
-// of the allocation base; every acquire is paired with a release.
+// of the allocation base; every acquire that set *base is paired with a release. *base stays
+// null when the driver will not map a reused range until the old mapping closes, which must
+// wait while a stream-ordered call holds a stream: the caller then goes through host memory.
 Status cache_acquire(int pid, int device, const Export& e, int fd, uint8_t** base);
 void cache_release(int pid, const Export& e);
 // Unmaps every entry of `pid` no longer referenced (the peer closed).
@@ -89,11 +96,16 @@ struct Request {
   bool done_sent = false;
   Export dst;                 // the matching POST
   uint8_t* mapped = nullptr;  // imported base (released when done)
-  cudaEvent_t event = nullptr;
+  cudaEvent_t event = nullptr;  // the copy out (send) or in (DATA receive)
+  UniqueFd bounce_fd;         // send through host memory: the memfd passed in DATA
   // recv
   void* buf = nullptr;
   size_t cap = 0;
   size_t got = 0;
+  bool filling = false;       // DATA arrived, its copy in is running
+  // Both sides of a DATA transfer: the memfd's mapping (unmapped when done).
+  uint8_t* bounce = nullptr;
+  size_t bounce_len = 0;
 };
 
 struct Comm {
@@ -103,7 +115,7 @@ struct Comm {
   UniqueFd sock;
   zcx_peer_info_t peer{};
   bool acked = false;           // sender: ACK received
-  cudaStream_t stream = nullptr;  // sender: copies
+  cudaStream_t stream = nullptr;  // copies out (sender) and of DATA in (receiver)
   std::deque<Request*> queue;   // posting order
   std::deque<Export> posts;     // sender: POSTs not yet matched, their capacities and fds
   std::deque<uint64_t> post_caps;

@@ -6,7 +6,9 @@
 // Closing a mapping may wait for the whole device, so it never happens under the cache's
 // lock and goes through gpu_hold::run_or_defer: while an asynchronous stream-ordered call
 // holds a stream (its progress thread is the one importing here), closes wait for the next
-// call's caller (common/gpu_hold.h).
+// call's caller (common/gpu_hold.h). A driver may refuse to open a reused range until the old
+// mapping closes: with no hold live that close is done at once (close_now, outside the lock
+// all the same); with one live, nothing is mapped and the provider sends through host memory.
 #include "common/gpu_hold.h"
 #include "common/log.h"
 #include "cuda_ipc/cuda_ipc.h"
@@ -83,34 +85,29 @@ Status map_vmm(const CudaApi* api, int device, int fd, Entry* en) {
 }
 
 // The driver may refuse the handle of a reused range while the old mapping of that range is
-// open (CUDA_ERROR_ALREADY_MAPPED; UCX's cuda_ipc cache meets the same code): then the stale
-// mappings, and closes deferred earlier, are done first, here and now, whatever wait that
-// costs.
-Status map_legacy(const CudaApi* api, Entry* en, std::vector<Entry>* stale) {
+// open (CUDA_ERROR_ALREADY_MAPPED; UCX's cuda_ipc cache meets the same code): `refused`, when
+// given, is then set and the caller closes the stale mappings and tries again.
+Status map_legacy(const CudaApi* api, Entry* en, bool* refused) {
   cudaIpcMemHandle_t h;
   std::memcpy(&h, en->e.legacy, sizeof(h));
   void* p = nullptr;
   cudaError_t r = api->ipc_open_mem_handle(&p, h, cudaIpcMemLazyEnablePeerAccess);
-  if (r == cudaErrorAlreadyMapped) {
-    ZCX_INFO(kLogCuda, "cuda_ipc: pid %d reuses a range still mapped here: closing the old "
-             "mapping before opening the new one", en->pid);
-    for (const Entry& old : *stale) unmap(api, old);
-    stale->clear();
-    gpu_hold::run_deferred_now();
-    r = api->ipc_open_mem_handle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+  if (r == cudaErrorAlreadyMapped && refused != nullptr) {
+    *refused = true;
+    return Status::kSuccess;
   }
   ZCX_TRY(cuda_check(r, "cudaIpcOpenMemHandle"));
   en->local = static_cast<uint8_t*>(p);
   return Status::kSuccess;
 }
 
-Status map_entry(int device, int fd, Entry* en, std::vector<Entry>* stale) {
+Status map_entry(int device, int fd, Entry* en, bool* refused) {
   const CudaApi* api = cuda_shim();
   CudaDeviceGuard guard(device);
   ZCX_TRY(guard.status());
   en->device = device;
   if (en->e.kind == ExportKind::kVmm) return map_vmm(api, device, fd, en);
-  return map_legacy(api, en, stale);
+  return map_legacy(api, en, refused);
 }
 
 bool same(const Entry& en, int pid, const Export& e) {
@@ -133,8 +130,10 @@ std::vector<Entry> take_stale(std::vector<Entry>& v, int pid, const Export& e) {
   return out;
 }
 
+// Finds or maps e; the entries it displaces go to `stale`. Sets `refused` (when given) and
+// maps nothing when the driver refuses the range until a stale mapping closes.
 Status acquire_locked(Cache& c, int pid, int device, const Export& e, int fd, uint8_t** base,
-                      std::vector<Entry>* stale) {
+                      std::vector<Entry>* stale, bool* refused) {
   for (Entry& en : c.entries)
     if (same(en, pid, e)) {
       ++en.refs;
@@ -145,25 +144,55 @@ Status acquire_locked(Cache& c, int pid, int device, const Export& e, int fd, ui
   Entry en;
   en.pid = pid;
   en.e = e;
-  ZCX_TRY(map_entry(device, fd, &en, stale));
+  ZCX_TRY(map_entry(device, fd, &en, refused));
+  if (refused != nullptr && *refused) return Status::kSuccess;
   en.refs = 1;
   *base = en.local;
   c.entries.push_back(en);
   return Status::kSuccess;
 }
 
+// The stale mappings, and closes deferred earlier, done here and now whatever wait that
+// costs: the import cannot go on without them.
+void close_now(const std::vector<Entry>& stale, int pid) {
+  ZCX_INFO(kLogCuda, "cuda_ipc: pid %d reuses a range still mapped here: closing the old "
+           "mapping before opening the new one", pid);
+  for (const Entry& old : stale) unmap(cuda_shim(), old);
+  gpu_hold::run_deferred_now();
+}
+
+// The close would wait for the held stream, whose hold waits for this very transfer: rather
+// than stall until ZCX_GPU_STREAM_TIMEOUT, nothing is mapped (the transfer goes through host
+// memory) and the old mapping closes before the next stream-ordered call (gpu_hold's queue).
+void refused_under_hold(std::vector<Entry> stale, int pid, uint8_t** base) {
+  ZCX_INFO(kLogCuda, "cuda_ipc: pid %d reuses a range still mapped here while a stream is "
+           "held: this transfer goes through host memory, the old mapping closes later", pid);
+  retire(std::move(stale));
+  *base = nullptr;
+}
+
 }  // namespace
 
 Status cache_acquire(int pid, int device, const Export& e, int fd, uint8_t** base) {
   Cache& c = cache();
-  std::vector<Entry> stale;
-  Status st;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    st = acquire_locked(c, pid, device, e, fd, base, &stale);
+  for (bool first = true;; first = false) {
+    std::vector<Entry> stale;
+    bool refused = false;
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      st = acquire_locked(c, pid, device, e, fd, base, &stale, first ? &refused : nullptr);
+    }
+    if (!refused) {
+      retire(std::move(stale));
+      return st;
+    }
+    if (gpu_hold::live()) {
+      refused_under_hold(std::move(stale), pid, base);
+      return Status::kSuccess;
+    }
+    close_now(stale, pid);  // outside the lock, then once more
   }
-  retire(std::move(stale));
-  return st;
 }
 
 void cache_release(int pid, const Export& e) {

@@ -99,7 +99,6 @@ Status comm_new(Context* ctx, int dev, bool is_send, Comm** out) {
   c->last_progress_ns = now_ns();
   c->timeout_ms = params::timeout_ms();
   *out = c;
-  if (!is_send) return Status::kSuccess;
   CudaDeviceGuard guard(dev);
   Status st = guard.status();
   if (ok(st))

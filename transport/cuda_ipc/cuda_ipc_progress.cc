@@ -3,6 +3,9 @@
 //  sender    the k-th POST matches the k-th isend; the copy goes on the comm's stream into
 //            the imported allocation, and the request completes (and DONE is sent) once the
 //            copy's event has completed. Copies of successive sends overlap on the stream.
+//            Where the allocation cannot be mapped now (cache_acquire), the copy goes into a
+//            memfd instead, passed in DATA in DONE's place.
+//  receiver  a DATA completes its receive once the copy in from the memfd has completed.
 // A comm with requests that sees no progress for ZCX_TIMEOUT fails them, naming the peer.
 #include "common/clock.h"
 #include "common/config_vars.h"
@@ -10,7 +13,10 @@
 #include "common/wire.h"
 #include "cuda_ipc/cuda_ipc.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,13 +83,62 @@ Status on_post(Comm* c, wire::Reader& r, UniqueFd* fd) {
   return Status::kSuccess;
 }
 
+// The oldest receive that no DONE or DATA has answered yet, if it is `seq` and holds `size`.
+Request* answered_receive(Comm* c, uint64_t seq, uint64_t size) {
+  auto it = std::find_if(c->queue.begin(), c->queue.end(),
+                         [](Request* q) { return !q->done && !q->filling; });
+  if (it == c->queue.end() || (*it)->seq != seq || size > (*it)->cap) return nullptr;
+  return *it;
+}
+
 Status on_done(Comm* c, wire::Reader& r) {
   uint64_t seq = r.u64(), size = r.u64();
-  auto it = std::find_if(c->queue.begin(), c->queue.end(), [](Request* q) { return !q->done; });
-  if (!r.ok() || it == c->queue.end() || (*it)->seq != seq || size > (*it)->cap)
-    return fail(c, Status::kProtocol, "DONE that matches no posted receive");
-  (*it)->got = size;
-  (*it)->done = true;
+  Request* q = r.ok() ? answered_receive(c, seq, size) : nullptr;
+  if (q == nullptr) return fail(c, Status::kProtocol, "DONE that matches no posted receive");
+  q->got = size;
+  q->done = true;
+  return Status::kSuccess;
+}
+
+// Maps `len` bytes of a memfd (shared, so the sender's writes are seen).
+uint8_t* map_bounce(int fd, size_t len, int prot) {
+  void* p = mmap(nullptr, len, prot, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+void unmap_bounce(Request* r) {
+  if (r->bounce != nullptr) munmap(r->bounce, r->bounce_len);
+  r->bounce = nullptr;
+  r->bounce_fd.reset();
+}
+
+// Whether memfd `fd` holds `size` bytes and can no longer shrink (a shrink would fault the
+// copy in).
+bool holds_bytes(int fd, uint64_t size) {
+  struct stat st {};
+  const int seals = fcntl(fd, F_GET_SEALS);
+  return fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= size && seals >= 0 &&
+         (seals & F_SEAL_SHRINK) != 0;
+}
+
+// DATA: the bytes of the oldest open receive, in the attached memfd; copied in on the stream.
+Status on_data(Comm* c, wire::Reader& r, UniqueFd* fd) {
+  uint64_t seq = r.u64(), size = r.u64();
+  Request* q = r.ok() && size > 0 ? answered_receive(c, seq, size) : nullptr;
+  if (q == nullptr || !fd->valid() || !holds_bytes(fd->get(), size))
+    return fail(c, Status::kProtocol,
+                "DATA that matches no posted receive, or without a sealed memfd of its size");
+  q->bounce = map_bounce(fd->get(), size, PROT_READ);
+  if (q->bounce == nullptr) return fail(c, Status::kSystem, "mmap of a DATA memfd failed");
+  q->bounce_len = size;
+  q->got = size;
+  q->filling = true;
+  const CudaApi* api = c->ctx->api;
+  CudaDeviceGuard guard(c->device);
+  ZCX_TRY(guard.status());
+  ZCX_CUDACHECK(api->copy_async(q->buf, q->bounce, size, cudaMemcpyHostToDevice, c->stream));
+  ZCX_CUDACHECK(api->event_create_with_flags(&q->event, cudaEventDisableTiming));
+  ZCX_CUDACHECK(api->event_record(q->event, c->stream));
   return Status::kSuccess;
 }
 
@@ -104,9 +159,34 @@ Status read_packets(Comm* c) {
     if (c->is_send && magic == kAckMagic) st = on_ack(c, r);
     else if (c->is_send && magic == kPostMagic) st = on_post(c, r, &fd);
     else if (!c->is_send && magic == kDoneMagic) st = on_done(c, r);
+    else if (!c->is_send && magic == kDataMagic) st = on_data(c, r, &fd);
     else st = fail(c, Status::kProtocol, "unknown control packet");
     ZCX_TRY(st);
   }
+}
+
+// The send's bytes to `to` on the comm's stream, then its event.
+Status copy_and_record(Comm* c, Request* r, void* to) {
+  const CudaApi* api = c->ctx->api;
+  CudaDeviceGuard guard(c->device);
+  ZCX_TRY(guard.status());
+  ZCX_CUDACHECK(api->copy_async(to, r->src, r->size, cudaMemcpyDefault, c->stream));
+  ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
+  ZCX_CUDACHECK(api->event_record(r->event, c->stream));
+  return Status::kSuccess;
+}
+
+// The receive buffer could not be mapped: the bytes go to a memfd, which DATA passes on.
+Status start_bounce(Comm* c, Request* r) {
+  r->bounce_fd.reset(memfd_create("zcx-cuda-ipc-data", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  const int fd = r->bounce_fd.get();
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(r->size)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return fail(c, Status::kSystem, "memfd for a send through host memory failed");
+  r->bounce = map_bounce(r->bounce_fd.get(), r->size, PROT_READ | PROT_WRITE);
+  if (r->bounce == nullptr) return fail(c, Status::kSystem, "mmap of a send's memfd failed");
+  r->bounce_len = r->size;
+  return copy_and_record(c, r, r->bounce);
 }
 
 Status start_copy(Comm* c, Request* r) {
@@ -122,14 +202,8 @@ Status start_copy(Comm* c, Request* r) {
   r->copying = true;
   if (r->size == 0) return Status::kSuccess;  // nothing to copy; the event stays null
   ZCX_TRY(cache_acquire(c->peer.pid, c->device, e, fd.get(), &r->mapped));
-  const CudaApi* api = c->ctx->api;
-  CudaDeviceGuard guard(c->device);
-  ZCX_TRY(guard.status());
-  ZCX_CUDACHECK(api->copy_async(r->mapped + e.offset, r->src, r->size, cudaMemcpyDefault,
-                                c->stream));
-  ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
-  ZCX_CUDACHECK(api->event_record(r->event, c->stream));
-  return Status::kSuccess;
+  if (r->mapped == nullptr) return start_bounce(c, r);
+  return copy_and_record(c, r, r->mapped + e.offset);
 }
 
 // kInProgress while the copy runs or DONE does not fit in the socket yet.
@@ -141,12 +215,13 @@ Status finish_copy(Comm* c, Request* r) {
   }
   uint8_t buf[32];
   wire::Writer w(buf, sizeof buf);
-  w.u32(kDoneMagic);
+  w.u32(r->bounce_fd.valid() ? kDataMagic : kDoneMagic);
   w.u64(r->seq);
   w.u64(r->size);
-  Status st = packet_send(c->sock.get(), buf, w.size(), -1);
+  Status st = packet_send(c->sock.get(), buf, w.size(), r->bounce_fd.get());
   if (st == Status::kInProgress) return st;
   if (!ok(st)) return fail(c, Status::kRemote, last_error());
+  unmap_bounce(r);  // the receiver holds the memfd now
   r->done = true;
   c->last_progress_ns = now_ns();
   return Status::kSuccess;
@@ -166,6 +241,20 @@ Status progress_sends(Comm* c) {
   return Status::kSuccess;
 }
 
+// Receives whose DATA is being copied in: done once their copy has completed.
+Status progress_fills(Comm* c) {
+  for (Request* r : c->queue) {
+    if (!r->filling || r->done) continue;
+    cudaError_t e = c->ctx->api->event_query(r->event);
+    if (e == cudaErrorNotReady) continue;
+    ZCX_TRY(cuda_check(e, "cudaEventQuery(cuda_ipc copy in)"));
+    unmap_bounce(r);
+    r->done = true;
+    c->last_progress_ns = now_ns();
+  }
+  return Status::kSuccess;
+}
+
 Status check_idle(Comm* c) {
   if (c->queue.empty()) {
     c->last_progress_ns = now_ns();
@@ -178,16 +267,19 @@ Status check_idle(Comm* c) {
 Status progress(Comm* c) {
   if (c->error.has()) return c->error.raise();
   if (c->closed.empty()) ZCX_TRY(read_packets(c));
-  if (c->is_send) ZCX_TRY(progress_sends(c));
-  // Scanned only once the peer has closed: progress runs at every poll.
-  if (!c->closed.empty() &&
-      std::any_of(c->queue.begin(), c->queue.end(), [](Request* q) { return !q->done; }))
+  ZCX_TRY(c->is_send ? progress_sends(c) : progress_fills(c));
+  // Scanned only once the peer has closed: progress runs at every poll. A receive whose
+  // DATA arrived has its bytes.
+  if (!c->closed.empty() && std::any_of(c->queue.begin(), c->queue.end(), [](Request* q) {
+        return !q->done && !q->filling;
+      }))
     return fail(c, Status::kRemote, c->closed.c_str());
   return check_idle(c);
 }
 
 void request_free(Comm* c, Request* r) {
   if (r->event != nullptr) (void)c->ctx->api->event_destroy(r->event);
+  unmap_bounce(r);
   if (r->mapped != nullptr) cache_release(c->peer.pid, r->dst);
   delete r;
 }
@@ -249,8 +341,9 @@ Status test(Request* r, int* done, size_t* sizes) {
   return Status::kSuccess;
 }
 
-// Close with requests in flight: copies into the peer's memory must finish before its
-// mapping can go, so wait for their events (bounded by ZCX_TIMEOUT), then free everything.
+// Close with requests in flight: copies into the peer's memory (or out of, or into, a memfd)
+// must finish before the mapping can go, so wait for their events (bounded by ZCX_TIMEOUT),
+// then free everything.
 void comm_drop_requests(Comm* c) {
   Deadline dl = Deadline::after_ms(params::timeout_ms());
   for (Request* r : c->queue) {

@@ -9,8 +9,11 @@
 // IPC mapping (reported of CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy
 // CUDA IPC works between processes of one host: cudaMalloc memory is a memfd mapping, its
 // handle names the owner's pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so
-// the cuda_ipc provider's protocol runs, over host memory). VMM (cuMem*) calls fail with
-// CUDA_ERROR_NOT_SUPPORTED.
+// the cuda_ipc provider's protocol runs, over host memory). As a caching allocator does,
+// cudaMalloc gives back the range freed last when the size fits; opening the handle of such a
+// reused range while this process still maps the old allocation there fails with
+// cudaErrorAlreadyMapped (what UCX's cuda_ipc cache meets; zcx-gpu-probe's "reopen" tells
+// what a real driver does). VMM (cuMem*) calls fail with CUDA_ERROR_NOT_SUPPORTED.
 #include "fake_cuda.h"
 
 #include <fcntl.h>
@@ -39,6 +42,8 @@ struct Allocation {
   int fd = -1;   // cudaMalloc: the memfd behind it (IPC handles name it)
   uint64_t id = 0;
   bool imported = false;  // cudaIpcOpenMemHandle: unmapped, not freed
+  int owner_pid = 0;      // imported: the exporter and its address of the allocation
+  uintptr_t owner_base = 0;
 };
 std::atomic<uint64_t> g_next_id{1};
 
@@ -46,7 +51,7 @@ std::atomic<uint64_t> g_next_id{1};
 struct IpcName {
   uint64_t magic;
   int32_t pid, fd;
-  uint64_t size, id;
+  uint64_t size, id, base;
 };
 constexpr uint64_t kIpcMagic = 0x7a637866616b6531ull;
 std::mutex g_alloc_mu;
@@ -209,9 +214,11 @@ FAKE_API CUresult cuMemGetAllocationGranularity(size_t*, const CUmemAllocationPr
 
 // ---- runtime ----
 FAKE_API const char* cudaGetErrorName(cudaError_t e) {
+  if (e == cudaErrorAlreadyMapped) return "cudaErrorAlreadyMapped";
   return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
 }
 FAKE_API const char* cudaGetErrorString(cudaError_t e) {
+  if (e == cudaErrorAlreadyMapped) return "resource already mapped";
   return e == cudaSuccess ? "no error" : "not supported by the simulated CUDA runtime";
 }
 FAKE_API cudaError_t cudaRuntimeGetVersion(int* v) {
@@ -278,6 +285,20 @@ void record(void* p, Allocation a) {
   g_allocs[reinterpret_cast<uintptr_t>(p)] = a;
 }
 
+// The device range freed last: the next cudaMalloc that fits asks for it back.
+struct FreedRange {
+  void* at = nullptr;
+  size_t size = 0;
+};
+FreedRange g_freed;  // under g_alloc_mu
+
+void* reuse_hint(size_t size) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  void* at = size <= g_freed.size ? g_freed.at : nullptr;
+  if (at != nullptr) g_freed = {};
+  return at;
+}
+
 // Device memory: a memfd mapping, so another process can map it through an IPC handle.
 cudaError_t device_alloc(void** p, size_t n) {
   t_context = true;
@@ -286,7 +307,7 @@ cudaError_t device_alloc(void** p, size_t n) {
   int fd = memfd_create("zcx-fake-cuda", MFD_CLOEXEC);
   if (fd < 0) return cudaErrorMemoryAllocation;
   void* m = ftruncate(fd, static_cast<off_t>(size)) == 0
-                ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                ? mmap(reuse_hint(size), size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
                 : MAP_FAILED;
   if (m == MAP_FAILED) {
     close(fd);
@@ -315,6 +336,7 @@ cudaError_t fake_free(void* p) {
     if (it == g_allocs.end()) return cudaErrorInvalidValue;
     a = it->second;
     g_allocs.erase(it);
+    if (a.device && !a.imported) g_freed = {p, a.size};
   }
   if (!a.device) {
     std::free(p);
@@ -356,15 +378,38 @@ FAKE_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* h, void* p) {
   auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
   if (it == g_allocs.end() || it->second.fd < 0) return cudaErrorInvalidValue;
   IpcName name{kIpcMagic, static_cast<int32_t>(getpid()), it->second.fd, it->second.size,
-               it->second.id};
+               it->second.id, it->first};
   std::memset(h, 0, sizeof(*h));
   std::memcpy(h, &name, sizeof(name));
   return cudaSuccess;
 }
+static std::atomic<long> g_ipc_refused{0};
+// For tests: how many opens failed with cudaErrorAlreadyMapped in this process, and how many
+// imported mappings are open now.
+FAKE_API long fake_cuda_ipc_refused_opens() { return g_ipc_refused.load(); }
+FAKE_API long fake_cuda_ipc_open_imports() {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  return std::count_if(g_allocs.begin(), g_allocs.end(),
+                       [](const auto& kv) { return kv.second.imported; });
+}
+// Whether this process maps another allocation of the exporter's over name's range.
+static bool range_still_mapped(const IpcName& name) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  for (const auto& [at, a] : g_allocs)
+    if (a.imported && a.owner_pid == name.pid && a.id != name.id &&
+        a.owner_base < name.base + name.size && name.base < a.owner_base + a.size)
+      return true;
+  return false;
+}
+
 FAKE_API cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t h, unsigned) {
   IpcName name;
   std::memcpy(&name, &h, sizeof(name));
   if (name.magic != kIpcMagic) return cudaErrorInvalidValue;
+  if (range_still_mapped(name)) {
+    g_ipc_refused++;
+    return cudaErrorAlreadyMapped;
+  }
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/fd/%d", name.pid, name.fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -373,7 +418,8 @@ FAKE_API cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t h, unsign
   close(fd);
   if (m == MAP_FAILED) return cudaErrorMapBufferObjectFailed;
   *p = m;
-  record(m, Allocation{name.size, true, -1, name.id, true});
+  record(m, Allocation{name.size, true, -1, name.id, true, name.pid,
+                       static_cast<uintptr_t>(name.base)});
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaIpcCloseMemHandle(void* p) {
