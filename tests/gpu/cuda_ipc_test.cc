@@ -3,11 +3,14 @@
 // cuMemCreate (POSIX-fd VMM handles), sizes 0 B to 64 MiB, several messages per peer in
 // flight, every byte verified on the host; a receive completed just before its peer closed
 // still reports done. Skips, with the reason, where there is no GPU.
+#include "common/wire.h"
 #include "cuda_ipc/cuda_ipc.h"
 #include "cuda_ipc_util.h"
 #include "gpu_test_util.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -257,6 +260,81 @@ TEST(CudaIpcCache, cudamalloc_AFreedAndReusedRangeOpensAgain) {
   EXPECT_EQ(failed, 0);
   board_free(b);
 }
+
+// Forged DATA packets: rank 0 writes one on its control socket in place of a transfer.
+enum class BadData { kNoFd, kShortMemfd, kUnsealed, kOverCapacity };
+constexpr size_t kWireCap = 4096;
+
+int forge_data(Board* b, Mesh& m, BadData kind) {
+  const uint64_t size = kind == BadData::kOverCapacity ? kWireCap + 1 : kWireCap;
+  UniqueFd memfd(memfd_create("zcx-test-data", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  const off_t bytes = kind == BadData::kShortMemfd ? 16 : static_cast<off_t>(size);
+  if (!memfd.valid() || ftruncate(memfd.get(), bytes) != 0 ||
+      (kind != BadData::kUnsealed && fcntl(memfd.get(), F_ADD_SEALS, F_SEAL_SHRINK) != 0))
+    return fail(b, 0, "memfd");
+  uint8_t buf[32];
+  wire::Writer w(buf, sizeof buf);
+  w.u32(cuda_ipc::kDataMagic);
+  w.u64(0);  // the first receive's seq
+  w.u64(size);
+  const int sock = static_cast<cuda_ipc::Comm*>(m.sc[1])->sock.get();
+  if (!board_barrier(b, 2, 1)) return fail(b, 0, "the receive was never posted");
+  if (!ok(cuda_ipc::packet_send(sock, buf, w.size(), kind == BadData::kNoFd ? -1 : memfd.get())))
+    return fail(b, 0, "sending the forged DATA");
+  return board_barrier(b, 2, 2) ? 0 : fail(b, 0, "barrier");
+}
+
+// Rank 1: one receive; the forged DATA must fail it with ZCX_ERR_PROTOCOL naming rank 0.
+int refuse_data(Board* b, Mesh& m) {
+  DeviceBuffer buf(Alloc::kCudaMalloc, 0, kWireCap);
+  void* data = buf.data();
+  size_t cap = kWireCap;
+  void* req = nullptr;
+  if (ipc_ops()->irecv(m.rc[0], 1, &data, &cap, nullptr, nullptr, &req) || req == nullptr)
+    return fail(b, 1, "irecv");
+  if (!board_barrier(b, 2, 1)) return fail(b, 1, "barrier");
+  zcx_status_t st = ZCX_SUCCESS;
+  int done = 0;
+  for (Deadline dl = Deadline::after_ms(5000); st == ZCX_SUCCESS && !done && !dl.expired();)
+    st = ipc_ops()->test(req, &done, nullptr);
+  const std::string why = last_error();
+  if (st != ZCX_ERR_PROTOCOL || why.find("DATA") == std::string::npos ||
+      why.find("rank 0") == std::string::npos)
+    return fail(b, 1, "the forged DATA ended with " + std::to_string(st) + ": " + why);
+  return board_barrier(b, 2, 2) ? 0 : fail(b, 1, "barrier");
+}
+
+class CudaIpcWire : public ::testing::TestWithParam<BadData> {};
+
+// Every field of a DATA is checked before use: one without its memfd, with a memfd shorter
+// than its size or one that could still shrink, or larger than the receive fails the
+// connection, naming the peer.
+TEST_P(CudaIpcWire, cudamalloc_MalformedDataFailsTheReceive) {
+  ZCX_REQUIRE_GPUS(1);
+  Board* b = board_new();
+  ASSERT_NE(b, nullptr);
+  int failed = run_ranks(2, [&](int r) {
+    if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
+      return fail(b, r, "CUDA");
+    Mesh m;
+    if (!mesh_connect(b, r, 2, 0, &m)) return 1;
+    return r == 0 ? forge_data(b, m, GetParam()) : refuse_data(b, m);
+  }, 30000);
+  for (int r = 0; r < 2; ++r)
+    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
+  EXPECT_EQ(failed, 0);
+  board_free(b);
+}
+
+std::string bad_data_name(const ::testing::TestParamInfo<BadData>& info) {
+  static const char* const kNames[] = {"NoFd", "ShortMemfd", "Unsealed", "OverCapacity"};
+  return kNames[static_cast<int>(info.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(Forged, CudaIpcWire,
+                         ::testing::Values(BadData::kNoFd, BadData::kShortMemfd,
+                                           BadData::kUnsealed, BadData::kOverCapacity),
+                         bad_data_name);
 
 // Rank 0 of DoneBeforeClose: one message into rank 1's first receive, then close.
 int done_sender(Board* b, Mesh& m) {
