@@ -7,18 +7,17 @@
 // operations ("message with tag ... matches no buffer of the posted receive"). Communicators
 // over one context (zcx_comm_init_context) do share connections: overlapping calls on them
 // are refused at once.
+#include "common/fork_shared.h"
 #include "process_ranks.h"
 
 #include <zcx/coll.h>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -183,14 +182,10 @@ class CollConcurrent : public test::ProviderParamTest {
 };
 
 TEST_P(CollConcurrent, CommunicatorsOverOneContextAreRefusedWhileTheOtherIsBusy) {
-  void* shared = mmap(nullptr, 2 * sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(shared, MAP_FAILED);
-  auto* counts = static_cast<std::atomic<int>*>(shared);
-  for (int i = 0; i < 2; ++i) new (&counts[i]) std::atomic<int>(0);
-  g_lined_up = counts;
+  test::ForkShared<std::atomic<int>> counts(2);
+  ASSERT_TRUE(counts.ok());
+  g_lined_up = counts.get();
   expect_every_rank_ok(shared_context_rank, 60 * 1000);
-  munmap(shared, 2 * sizeof(std::atomic<int>));
   g_lined_up = nullptr;
 }
 

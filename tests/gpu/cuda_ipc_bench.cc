@@ -103,12 +103,12 @@ int bench_main(int iters) {
     std::printf("zcx-gpu-bench: skipped: no CUDA device: %s\n", p.why);
     return 0;
   }
-  Board* b = board_new();
-  const size_t nsecs = std::size(kWindows) * std::size(kSizes) * kMaxIters;
-  auto* secs = static_cast<double*>(mmap(nullptr, sizeof(double) * nsecs,
-                                         PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (secs == MAP_FAILED) {
-    std::printf("error: mmap for the timings failed\n");
+  test::ForkShared<Board> board;
+  test::ForkShared<double> timings(std::size(kWindows) * std::size(kSizes) * kMaxIters);
+  Board* b = board.get();
+  double* secs = timings.get();
+  if (!board.ok() || !timings.ok()) {
+    std::printf("error: mmap for the board or the timings failed\n");
     return 1;
   }
   int failed = run_ranks(2, [&](int r) { return ipc_rank(b, r, iters, secs); }, 240000);
@@ -133,8 +133,6 @@ int bench_main(int iters) {
                   kSizes[si], ipc.med, ipc.min, ipc.max, "", d2d.med, d2d.min, d2d.max, "",
                   ipc.med / d2d.med);
     }
-  munmap(secs, sizeof(double) * nsecs);
-  board_free(b);
   return failed == 0 ? 0 : 1;
 }
 

@@ -189,13 +189,12 @@ int probe_main(const char* expect) {
     std::printf("zcx-gpu-probe: skipped: no CUDA device: %s\n", p.why);
     return 0;
   }
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
-  if (mem == MAP_FAILED) {
+  test::ForkShared<Shared> shared;
+  if (!shared.ok()) {
     std::printf("error: mmap failed\n");
     return 1;
   }
-  auto* s = new (mem) Shared{};
+  Shared* s = shared.get();
   int bad = run_ranks(2, [s](int r) { return r == 0 ? exporter(s) : importer(s); }, 60000);
   for (const char* e : s->error)
     if (e[0]) std::printf("error: %s\n", e);
@@ -210,7 +209,6 @@ int probe_main(const char* expect) {
       bad = 1;
     }
   }
-  munmap(mem, sizeof(Shared));
   return bad == 0 ? 0 : 1;
 }
 

@@ -103,13 +103,13 @@ TEST_P(CudaIpcTest, MeshExchangeVerified) {
   ASSERT_NE(ipc_ops(), nullptr) << "the cuda_ipc provider is not built";
   int n = std::get<0>(GetParam());
   Alloc alloc = std::get<1>(GetParam());
-  Board* b = board_new();
-  ASSERT_NE(b, nullptr);
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
   int failed = run_ranks(n, [&](int r) { return rank_main(b, r, n, alloc); }, 110000);
   for (int r = 0; r < n; ++r)
     if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
-  board_free(b);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -125,8 +125,9 @@ INSTANTIATE_TEST_SUITE_P(
 // have. Runs in a forked child so this process never initialises CUDA before other tests fork.
 TEST(CudaIpcAnyHost, ReportsDevicesAndRejectsMissingDevice) {
   ASSERT_NE(ipc_ops(), nullptr) << "the cuda_ipc provider is not built";
-  Board* b = board_new();
-  ASSERT_NE(b, nullptr);
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
   int failed = run_ranks(1, [&](int) {
     const zcx_provider_ops_t* ops = ipc_ops();
     zcx_provider_init_t self{};
@@ -143,7 +144,6 @@ TEST(CudaIpcAnyHost, ReportsDevicesAndRejectsMissingDevice) {
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];
   EXPECT_EQ(failed, 0);
-  board_free(b);
 }
 
 // A counter of the simulated runtime (fake_cuda.cc), or null against a real one.
@@ -160,8 +160,9 @@ FakeCounter fake_counter(const char* name) {
 // allocation gets its own. In a forked child, as above.
 TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
   ZCX_REQUIRE_GPUS(1);
-  Board* b = board_new();
-  ASSERT_NE(b, nullptr);
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
   int failed = run_ranks(1, [&](int) {
     std::string why;
     const CudaApi* api = cuda_shim_load(&why);
@@ -188,7 +189,6 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];
   EXPECT_EQ(failed, 0);
-  board_free(b);
 }
 
 constexpr size_t kReuseBytes = size_t(1) << 20;
@@ -246,8 +246,9 @@ int reuse_rank(Board* b, int rank, Mesh& m) {
 // opens again, and the message arrives intact.
 TEST(CudaIpcCache, cudamalloc_AFreedAndReusedRangeOpensAgain) {
   ZCX_REQUIRE_GPUS(1);
-  Board* b = board_new();
-  ASSERT_NE(b, nullptr);
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
   int failed = run_ranks(2, [&](int r) {
     if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
       return fail(b, r, "CUDA");
@@ -258,7 +259,6 @@ TEST(CudaIpcCache, cudamalloc_AFreedAndReusedRangeOpensAgain) {
   for (int r = 0; r < 2; ++r)
     if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
-  board_free(b);
 }
 
 // Forged DATA packets: rank 0 writes one on its control socket in place of a transfer.
@@ -311,8 +311,9 @@ class CudaIpcWire : public ::testing::TestWithParam<BadData> {};
 // connection, naming the peer.
 TEST_P(CudaIpcWire, cudamalloc_MalformedDataFailsTheReceive) {
   ZCX_REQUIRE_GPUS(1);
-  Board* b = board_new();
-  ASSERT_NE(b, nullptr);
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
   int failed = run_ranks(2, [&](int r) {
     if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
       return fail(b, r, "CUDA");
@@ -323,7 +324,6 @@ TEST_P(CudaIpcWire, cudamalloc_MalformedDataFailsTheReceive) {
   for (int r = 0; r < 2; ++r)
     if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
-  board_free(b);
 }
 
 std::string bad_data_name(const ::testing::TestParamInfo<BadData>& info) {
@@ -386,8 +386,9 @@ int done_receiver(Board* b, Mesh& m) {
 // done with its data; the close fails the next receive (provider.h, test()).
 TEST(CudaIpcFailure, cudamalloc_AReceiveDoneBeforeThePeerClosedStillReportsDone) {
   ZCX_REQUIRE_GPUS(1);
-  Board* b = board_new();
-  ASSERT_NE(b, nullptr);
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
   int failed = run_ranks(2, [&](int r) {
     if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
       return fail(b, r, "CUDA");
@@ -398,7 +399,6 @@ TEST(CudaIpcFailure, cudamalloc_AReceiveDoneBeforeThePeerClosedStillReportsDone)
   for (int r = 0; r < 2; ++r)
     if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
-  board_free(b);
 }
 
 }  // namespace

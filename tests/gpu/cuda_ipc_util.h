@@ -6,12 +6,12 @@
 #include "base/provider.h"
 #include "base/registry.h"
 #include "common/clock.h"
+#include "common/fork_shared.h"
 #include "common/dl/cuda_shim.h"
 #include "common/socket.h"
 #include "common/status.h"
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,12 +34,6 @@ struct Board {
   char error[kMaxRanks][256];
 };
 
-inline Board* board_new() {
-  void* p = mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                 -1, 0);
-  return p == MAP_FAILED ? nullptr : new (p) Board{};
-}
-inline void board_free(Board* b) { munmap(b, sizeof(Board)); }
 
 inline int fail(Board* b, int rank, const std::string& what) {
   std::snprintf(b->error[rank], sizeof(b->error[rank]), "rank %d: %s (%s)", rank, what.c_str(),

@@ -7,9 +7,9 @@
 
 #include "common/clock.h"
 #include "common/dl/cuda_shim.h"
+#include "common/fork_shared.h"
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,10 +27,8 @@ struct Probe {
 
 // Devices a child process sees through the CUDA shim, and why there are none.
 inline Probe probe_gpus() {
-  void* p = mmap(nullptr, sizeof(Probe), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                 -1, 0);
-  if (p == MAP_FAILED) return Probe{0, "mmap for the GPU probe failed"};
-  auto* shared = new (p) Probe{};
+  test::ForkShared<Probe> shared;
+  if (!shared.ok()) return Probe{0, "mmap for the GPU probe failed"};
   pid_t pid = fork();
   if (pid == 0) {
     std::string why;
@@ -40,9 +38,8 @@ inline Probe probe_gpus() {
   }
   int status = 0;
   if (pid > 0) waitpid(pid, &status, 0);
-  Probe out = *shared;
+  Probe out = *shared.get();
   if (pid < 0) std::snprintf(out.why, sizeof out.why, "fork for the GPU probe failed");
-  munmap(p, sizeof(Probe));
   return out;
 }
 

@@ -2,10 +2,10 @@
 // itself) that exchange connection handles through a shared anonymous "board".
 #pragma once
 
+#include "common/fork_shared.h"
 #include "shm_test_util.h"
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,23 +25,8 @@ struct Board {
   char error[kMaxRanks][256];
 };
 
-// RAII shared board.
-class SharedBoard {
- public:
-  SharedBoard() {
-    void* p = mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
-    board_ = p == MAP_FAILED ? nullptr : new (p) Board{};
-  }
-  ~SharedBoard() {
-    if (board_ != nullptr) munmap(board_, sizeof(Board));
-  }
-  Board* operator->() { return board_; }
-  Board* get() { return board_; }
-
- private:
-  Board* board_ = nullptr;
-};
+// The board, shared with the forked ranks.
+using SharedBoard = test::ForkShared<Board>;
 
 // Full mesh for `rank` of `n`: sc[j] sends to j, rc[j] receives from j.
 struct Mesh {
