@@ -147,6 +147,7 @@ trap 'rm -rf "$work"' EXIT
   echo "export ZCX_IB_TIMEOUT=\${ZCX_IB_TIMEOUT:-14}"
   printf 'cd %q || exit 97\n' "$(pwd -P)"
   printf '%q ' "$@"
+  echo  # ends the command's line: rc below must be a line of its own
   echo 'rc=$?'
   echo 'c=/sys/class/infiniband/rxe0/ports/1/hw_counters'
   echo 'echo "rdma-vm: rxe0 counters:" $(cd $c 2>/dev/null && grep -H . * 2>/dev/null | grep -v ":0$" | sed "s/:/=/")'
