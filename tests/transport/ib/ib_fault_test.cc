@@ -1,5 +1,6 @@
 // ib provider faults over a real RDMA device (rxe0 in the rdma-vm guest): a peer killed in
-// the middle of a transfer gives an error within a bound; a receiver that advertises a bad
+// the middle of a transfer gives an error within a bound; a receive completed before its
+// peer left still reports done; a receiver that advertises a bad
 // rkey or an out-of-bounds clear-to-send entry (test hook ZCX_IB_TEST_CORRUPT_CTS) gets an
 // error on both sides and nothing is written outside the registered buffer (canaries).
 #include "ib_pair.h"
@@ -110,6 +111,50 @@ TEST_F(IbFault, ReceiverKilledMidTransferSenderErrorsWithinBound) {
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.parent, 0);
   EXPECT_EQ(r.child_text(), "signal 9");
+}
+
+// A receive that completed before its peer left reports done with its data, even from the
+// first test() after the peer is gone (which sees the completion and the departure in one
+// call); the receive after it fails with ZCX_ERR_REMOTE (provider.h, test()).
+TEST_F(IbFault, AReceiveDoneBeforeThePeerLeftStillReportsDone) {
+  constexpr size_t kMsg = 4096;
+  auto recv = [&](Side& s) {
+    RegBuffer first(s, kMsg), second(s, kMsg);
+    ROLE_CHECK(first.ok() && second.ok(), "register");
+    void* req[2] = {};
+    RegBuffer* bufs[2] = {&first, &second};
+    for (int k = 0; k < 2; ++k) {
+      void* d = bufs[k]->data();
+      void* mh = bufs[k]->mh();
+      size_t sz = kMsg;
+      int tag = 0;
+      ROLE_CHECK(recv_blocking(s, 1, &d, &sz, &tag, &mh, &req[k]) == ZCX_SUCCESS, "irecv %d", k);
+    }
+    sleep(5);  // meanwhile the sender sends one message, closes and exits
+    int done = 0;
+    size_t got = 0;
+    zcx_status_t rc = s.ops->test(req[0], &done, &got);
+    ROLE_CHECK(rc == ZCX_SUCCESS && done == 1 && got == kMsg,
+               "first test: status %d, done %d, %zu bytes (%s)", rc, done, got,
+               zcx_get_last_error());
+    ROLE_CHECK(verify(first.data(), kMsg, 7) < 0, "the completed receive's data differs");
+    rc = wait(s, req[1], nullptr, kBoundS);
+    ROLE_CHECK(rc == ZCX_ERR_REMOTE, "the second receive ended with %d, not REMOTE", rc);
+    return 0;
+  };
+  auto send = [&](Side& s) {
+    RegBuffer buf(s, kMsg);
+    ROLE_CHECK(buf.ok(), "register");
+    fill(buf.data(), kMsg, 7);
+    void* req = nullptr;
+    ROLE_CHECK(send_blocking(s, buf.data(), kMsg, 0, buf.mh(), &req) == ZCX_SUCCESS, "isend");
+    ROLE_CHECK(wait(s, req, nullptr, 30) == ZCX_SUCCESS, "send");
+    return 0;  // the harness closes the comm; the process exits
+  };
+  PairResult r = run_pair(recv, send, true, fast_env);
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.parent, 0);
+  EXPECT_TRUE(r.child_ok()) << r.child_text();
 }
 
 // The receiver (child, with the corrupting hook) must see its receive fail and its canary
