@@ -5,12 +5,10 @@
 // The synchronous mode (ZCX_GPU_ASYNC=0) is the contrast: its call returns with the result.
 // Each rank reports "FAIL ..." lines; the test prints them. Skips, with the reason, without
 // a GPU (CI runs it against the simulated runtime, tests/gpu/fake_cuda).
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <zcx/coll.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -160,16 +158,6 @@ bool silent_peer(Rank& r, double silent_s, double bound_s, bool abort, const cha
   return true;
 }
 
-// How many cudaIpcOpenMemHandle calls the simulated runtime refused in this process; -1
-// against a real one, which has no such counter.
-long refused_opens() {
-  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
-  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  auto count = h ? reinterpret_cast<long (*)()>(dlsym(h, "fake_cuda_ipc_refused_opens"))
-                  : nullptr;
-  return count ? count() : -1;
-}
-
 // Both ranks free the buffer of a call over cuda_ipc and get its range back for the next call,
 // whose peer still maps the old buffer. Where the driver will not open the new buffer until
 // that mapping closes (as the simulator), and closing waits for the stream the call holds,
@@ -188,13 +176,14 @@ bool reused_range(Rank& r) {
   if (!cuda_ok(r, r.api->stream_synchronize(r.stream), "cudaStreamSynchronize")) return false;
   if (since(t0) > 5.0) fail(r, "the stream went on after " + std::to_string(since(t0)) + " s");
   if (!check(r, b, 3, "allreduce into the reused range")) return false;
-  const long refused = refused_opens();
-  if (refused == 0)
+  FakeCounter refused = fake_counter("fake_cuda_ipc_refused_opens");  // null on a GPU
+  const long refused_before = refused ? refused() : -1;
+  if (refused_before == 0)
     fail(r, "the simulated driver refused no open: the reused range was not exercised");
   if (!allreduce_ok(r, b, "the next allreduce") ||
       !cuda_ok(r, r.api->stream_synchronize(r.stream), "cudaStreamSynchronize"))
     return false;
-  if (refused_opens() != refused) fail(r, "the next call was refused again");
+  if (refused && refused() != refused_before) fail(r, "the next call was refused again");
   return check(r, b, 6, "the next allreduce");
 }
 

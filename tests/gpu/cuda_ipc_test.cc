@@ -8,7 +8,6 @@
 #include "cuda_ipc_util.h"
 #include "gpu_test_util.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <gtest/gtest.h>
@@ -146,14 +145,6 @@ TEST(CudaIpcAnyHost, ReportsDevicesAndRejectsMissingDevice) {
   EXPECT_EQ(failed, 0);
 }
 
-// A counter of the simulated runtime (fake_cuda.cc), or null against a real one.
-using FakeCounter = long (*)();
-FakeCounter fake_counter(const char* name) {
-  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
-  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  return h ? reinterpret_cast<FakeCounter>(dlsym(h, name)) : nullptr;
-}
-
 // A receive buffer's legacy IPC handle is made once per allocation: exporting the same
 // cudaMalloc buffer (and one inside it) again reuses it (the simulated runtime counts
 // cudaIpcGetMemHandle calls; a real one only gets the handles compared), and a new
@@ -188,6 +179,24 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
     return 0;
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];
+  EXPECT_EQ(failed, 0);
+}
+
+// Runs role(board, rank, mesh) in 2 forked ranks connected over cuda_ipc on GPU 0; what
+// they report on the board becomes test failures.
+void run_connected_pair(const std::function<int(Board*, int, Mesh&)>& role, int ms) {
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
+  int failed = run_ranks(2, [&](int r) {
+    if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
+      return fail(b, r, "CUDA");
+    Mesh m;
+    if (!mesh_connect(b, r, 2, 0, &m)) return 1;
+    return role(b, r, m);
+  }, ms);
+  for (int r = 0; r < 2; ++r)
+    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
 }
 
@@ -246,19 +255,7 @@ int reuse_rank(Board* b, int rank, Mesh& m) {
 // opens again, and the message arrives intact.
 TEST(CudaIpcCache, cudamalloc_AFreedAndReusedRangeOpensAgain) {
   ZCX_REQUIRE_GPUS(1);
-  test::ForkShared<Board> board;
-  ASSERT_TRUE(board.ok());
-  Board* b = board.get();
-  int failed = run_ranks(2, [&](int r) {
-    if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
-      return fail(b, r, "CUDA");
-    Mesh m;
-    if (!mesh_connect(b, r, 2, 0, &m)) return 1;
-    return reuse_rank(b, r, m);
-  }, 60000);
-  for (int r = 0; r < 2; ++r)
-    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
-  EXPECT_EQ(failed, 0);
+  run_connected_pair(reuse_rank, 60000);
 }
 
 // Forged DATA packets: rank 0 writes one on its control socket in place of a transfer.
@@ -311,19 +308,10 @@ class CudaIpcWire : public ::testing::TestWithParam<BadData> {};
 // connection, naming the peer.
 TEST_P(CudaIpcWire, cudamalloc_MalformedDataFailsTheReceive) {
   ZCX_REQUIRE_GPUS(1);
-  test::ForkShared<Board> board;
-  ASSERT_TRUE(board.ok());
-  Board* b = board.get();
-  int failed = run_ranks(2, [&](int r) {
-    if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
-      return fail(b, r, "CUDA");
-    Mesh m;
-    if (!mesh_connect(b, r, 2, 0, &m)) return 1;
-    return r == 0 ? forge_data(b, m, GetParam()) : refuse_data(b, m);
+  const BadData kind = GetParam();
+  run_connected_pair([kind](Board* b, int r, Mesh& m) {
+    return r == 0 ? forge_data(b, m, kind) : refuse_data(b, m);
   }, 30000);
-  for (int r = 0; r < 2; ++r)
-    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
-  EXPECT_EQ(failed, 0);
 }
 
 std::string bad_data_name(const ::testing::TestParamInfo<BadData>& info) {
@@ -386,19 +374,9 @@ int done_receiver(Board* b, Mesh& m) {
 // done with its data; the close fails the next receive (provider.h, test()).
 TEST(CudaIpcFailure, cudamalloc_AReceiveDoneBeforeThePeerClosedStillReportsDone) {
   ZCX_REQUIRE_GPUS(1);
-  test::ForkShared<Board> board;
-  ASSERT_TRUE(board.ok());
-  Board* b = board.get();
-  int failed = run_ranks(2, [&](int r) {
-    if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
-      return fail(b, r, "CUDA");
-    Mesh m;
-    if (!mesh_connect(b, r, 2, 0, &m)) return 1;
+  run_connected_pair([](Board* b, int r, Mesh& m) {
     return r == 0 ? done_sender(b, m) : done_receiver(b, m);
   }, 60000);
-  for (int r = 0; r < 2; ++r)
-    if (b->error[r][0]) ADD_FAILURE() << b->error[r];
-  EXPECT_EQ(failed, 0);
 }
 
 }  // namespace

@@ -9,11 +9,13 @@
 #include "common/dl/cuda_shim.h"
 #include "common/fork_shared.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -41,6 +43,15 @@ inline Probe probe_gpus() {
   Probe out = *shared.get();
   if (pid < 0) std::snprintf(out.why, sizeof out.why, "fork for the GPU probe failed");
   return out;
+}
+
+// A counter the simulated runtime exports for tests (tests/gpu/fake_cuda), or null against a
+// real CUDA runtime.
+using FakeCounter = long (*)();
+inline FakeCounter fake_counter(const char* name) {
+  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
+  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return h ? reinterpret_cast<FakeCounter>(dlsym(h, name)) : nullptr;
 }
 
 // Cached per test binary.
