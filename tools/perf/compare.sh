@@ -131,6 +131,7 @@ zb=$(median "$work/v_zcx_bw"); mb=$(median "$work/v_mpi_bw")
 zt=$(median "$work/v_zcx_typ"); mt=$(median "$work/v_mpi_typ")
 lat_ok=$(awk -v z="$zl" 'BEGIN {print (z <= 4.0) ? "met" : "MISSED"}')
 bw_ok=$(awk -v z="$zb" -v m="$mb" 'BEGIN {print (z >= 1.2 * m) ? "met" : "MISSED"}')
+status=0
 [ "$lat_ok" = met ] && [ "$bw_ok" = met ] || status=1
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 paste "$work/v_zcx_bw" "$work/v_mpi_bw" | awk '{printf "%.3f\n", $1 / $2}' > "$work/v_bw_ratio"
