@@ -12,7 +12,6 @@
 #include <sys/mman.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 

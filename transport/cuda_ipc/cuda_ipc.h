@@ -88,12 +88,10 @@ struct Request {
   bool is_send = false;
   bool done = false;
   uint64_t seq = 0;
-  Status error = Status::kSuccess;
   // send
   const void* src = nullptr;
   size_t size = 0;
   bool copying = false;
-  bool done_sent = false;
   Export dst;                 // the matching POST
   uint8_t* mapped = nullptr;  // imported base (released when done)
   cudaEvent_t event = nullptr;  // the copy out (send) or in (DATA receive)

@@ -100,6 +100,17 @@ Status on_done(Comm* c, wire::Reader& r) {
   return Status::kSuccess;
 }
 
+// A copy of r's bytes on the comm's stream (out of a send, or into a receive), then r's event.
+Status copy_and_record(Comm* c, Request* r, void* to, const void* from, size_t n) {
+  const CudaApi* api = c->ctx->api;
+  CudaDeviceGuard guard(c->device);
+  ZCX_TRY(guard.status());
+  ZCX_CUDACHECK(api->copy_async(to, from, n, cudaMemcpyDefault, c->stream));
+  ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
+  ZCX_CUDACHECK(api->event_record(r->event, c->stream));
+  return Status::kSuccess;
+}
+
 // Maps `len` bytes of a memfd (shared, so the sender's writes are seen).
 uint8_t* map_bounce(int fd, size_t len, int prot) {
   void* p = mmap(nullptr, len, prot, MAP_SHARED, fd, 0);
@@ -133,13 +144,7 @@ Status on_data(Comm* c, wire::Reader& r, UniqueFd* fd) {
   q->bounce_len = size;
   q->got = size;
   q->filling = true;
-  const CudaApi* api = c->ctx->api;
-  CudaDeviceGuard guard(c->device);
-  ZCX_TRY(guard.status());
-  ZCX_CUDACHECK(api->copy_async(q->buf, q->bounce, size, cudaMemcpyHostToDevice, c->stream));
-  ZCX_CUDACHECK(api->event_create_with_flags(&q->event, cudaEventDisableTiming));
-  ZCX_CUDACHECK(api->event_record(q->event, c->stream));
-  return Status::kSuccess;
+  return copy_and_record(c, q, q->buf, q->bounce, size);
 }
 
 Status read_packets(Comm* c) {
@@ -165,17 +170,6 @@ Status read_packets(Comm* c) {
   }
 }
 
-// The send's bytes to `to` on the comm's stream, then its event.
-Status copy_and_record(Comm* c, Request* r, void* to) {
-  const CudaApi* api = c->ctx->api;
-  CudaDeviceGuard guard(c->device);
-  ZCX_TRY(guard.status());
-  ZCX_CUDACHECK(api->copy_async(to, r->src, r->size, cudaMemcpyDefault, c->stream));
-  ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
-  ZCX_CUDACHECK(api->event_record(r->event, c->stream));
-  return Status::kSuccess;
-}
-
 // The receive buffer could not be mapped: the bytes go to a memfd, which DATA passes on.
 Status start_bounce(Comm* c, Request* r) {
   r->bounce_fd.reset(memfd_create("zcx-cuda-ipc-data", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -186,7 +180,7 @@ Status start_bounce(Comm* c, Request* r) {
   r->bounce = map_bounce(r->bounce_fd.get(), r->size, PROT_READ | PROT_WRITE);
   if (r->bounce == nullptr) return fail(c, Status::kSystem, "mmap of a send's memfd failed");
   r->bounce_len = r->size;
-  return copy_and_record(c, r, r->bounce);
+  return copy_and_record(c, r, r->bounce, r->src, r->size);
 }
 
 Status start_copy(Comm* c, Request* r) {
@@ -203,7 +197,7 @@ Status start_copy(Comm* c, Request* r) {
   if (r->size == 0) return Status::kSuccess;  // nothing to copy; the event stays null
   ZCX_TRY(cache_acquire(c->peer.pid, c->device, e, fd.get(), &r->mapped));
   if (r->mapped == nullptr) return start_bounce(c, r);
-  return copy_and_record(c, r, r->mapped + e.offset);
+  return copy_and_record(c, r, r->mapped + e.offset, r->src, r->size);
 }
 
 // kInProgress while the copy runs or DONE does not fit in the socket yet.
