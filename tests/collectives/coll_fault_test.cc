@@ -45,6 +45,12 @@ struct Outcome {
   }
 };
 
+// kept_buffers: a test whose operations fail keeps each rank's buffers outside the rank's
+// function. run_ranks closes a rank's links only after that function returns, and until then
+// a peer still running its part can match a send the failed rank abandoned and copy from its
+// buffer (ThreadSanitizer saw such a copy read a buffer already freed). A process's buffers
+// die with its links; here they die after every rank has left.
+
 // Rank `odd` calls something different from everyone else: it fails, at least one rank
 // reports kMismatch naming a peer, and every rank returns within ZCX_TIMEOUT. (A rank whose
 // whole operation only involved agreeing peers may complete with the result they define.)
@@ -53,8 +59,10 @@ void expect_mismatch(int n, int odd, const std::function<OpArgs(int, std::vector
   config::ScopedOverride timeout("ZCX_TIMEOUT", "2");
   config::ScopedOverride force("ZCX_ALGO", algo);
   Outcome out(n);
+  std::vector<std::vector<int32_t>> bufs(n, std::vector<int32_t>(64));
   run_ranks(n, [&](int r, Comm& c) {
-    std::vector<int32_t> buf(64, r);
+    std::vector<int32_t>& buf = bufs[r];  // outlives the rank: see kept_buffers
+    buf.assign(64, r);
     out.set(r, run_op(c, make(r, buf)));
   });
   int mismatches = 0;
@@ -91,8 +99,10 @@ TEST(Mismatch, CountDtypeOpRootAndKindAreDetected) {
 
 TEST(Mismatch, PointToPointAndAlltoallvCounts) {
   Outcome out(2);
+  std::vector<std::vector<int32_t>> bufs(2);
   run_ranks(2, [&](int r, Comm& c) {
-    std::vector<int32_t> buf(10, r);
+    std::vector<int32_t>& buf = bufs[r];  // outlives the rank: see kept_buffers
+    buf.assign(10, r);
     OpArgs a;
     a.kind = CollKind::kSendRecv;
     a.dtype = ZCX_INT32;
