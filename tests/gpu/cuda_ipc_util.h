@@ -34,7 +34,6 @@ struct Board {
   char error[kMaxRanks][256];
 };
 
-
 inline int fail(Board* b, int rank, const std::string& what) {
   std::snprintf(b->error[rank], sizeof(b->error[rank]), "rank %d: %s (%s)", rank, what.c_str(),
                 last_error());

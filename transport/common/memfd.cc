@@ -45,8 +45,10 @@ void Mapping::reset() {
   size_ = 0;
 }
 
-Status memfd_create_reserved(size_t bytes, const char* purpose, LogSubsys subsys, UniqueFd* fd) {
-  UniqueFd f(static_cast<int>(syscall(SYS_memfd_create, "zcx-shm", MFD_CLOEXEC)));
+Status memfd_create_reserved(size_t bytes, const char* purpose, LogSubsys subsys, UniqueFd* fd,
+                             bool sealed) {
+  const unsigned flags = MFD_CLOEXEC | (sealed ? MFD_ALLOW_SEALING : 0u);
+  UniqueFd f(static_cast<int>(syscall(SYS_memfd_create, "zcx-shm", flags)));
   if (!f.valid())
     return set_error(Status::kSystem, subsys, "memfd_create failed: %s", errno_text(errno));
   ZCX_SYSCHECK(ftruncate(f.get(), static_cast<off_t>(bytes)), subsys, "ftruncate(memfd)");
@@ -65,11 +67,14 @@ Status memfd_create_reserved(size_t bytes, const char* purpose, LogSubsys subsys
       return set_error(Status::kSystem, subsys, "fallocate(memfd, %zu) for %s failed: %s", bytes,
                        purpose, errno_text(err));
   }
+  if (sealed)
+    ZCX_SYSCHECK(fcntl(f.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), subsys,
+                 "fcntl(memfd, F_ADD_SEALS)");
   *fd = std::move(f);
   return Status::kSuccess;
 }
 
-Status memfd_check(int fd, size_t bytes, LogSubsys subsys) {
+Status memfd_check(int fd, size_t bytes, LogSubsys subsys, bool sealed) {
   struct stat st;
   ZCX_SYSCHECK(fstat(fd, &st), subsys, "fstat(shared segment from peer)");
   if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || static_cast<size_t>(st.st_size) != bytes)
@@ -77,6 +82,10 @@ Status memfd_check(int fd, size_t bytes, LogSubsys subsys) {
                      "shared segment from peer is not a regular file of %zu bytes owned by us "
                      "(size %lld, uid %u)", bytes, static_cast<long long>(st.st_size),
                      static_cast<unsigned>(st.st_uid));
+  const int seals = sealed ? fcntl(fd, F_GET_SEALS) : 0;
+  if (sealed && (seals < 0 || (seals & F_SEAL_SHRINK) == 0))
+    return set_error(Status::kProtocol, subsys, "shared segment from peer could still shrink "
+                     "(not sealed)");
   return Status::kSuccess;
 }
 

@@ -35,10 +35,13 @@ class Mapping {
 
 // Creates an anonymous memfd of `bytes` with its space reserved (fallocate), so a full
 // backing store is an error here (kNoMemory, naming `purpose`) rather than SIGBUS later.
-// Errors are logged under `subsys`.
-Status memfd_create_reserved(size_t bytes, const char* purpose, LogSubsys subsys, UniqueFd* fd);
+// Errors are logged under `subsys`. sealed: its size is then sealed (F_SEAL_SHRINK, GROW and
+// SEAL), so a process it is passed to can map it without fearing a shrink under its reads.
+Status memfd_create_reserved(size_t bytes, const char* purpose, LogSubsys subsys, UniqueFd* fd,
+                             bool sealed = false);
 // Checks that an fd from another process is a regular file of exactly `bytes` owned by
-// this user (a peer could otherwise hand over something we must not map).
-Status memfd_check(int fd, size_t bytes, LogSubsys subsys);
+// this user (a peer could otherwise hand over something we must not map); sealed: and that
+// it can no longer shrink.
+Status memfd_check(int fd, size_t bytes, LogSubsys subsys, bool sealed = false);
 
 }  // namespace zcx

@@ -23,6 +23,7 @@
 #include "base/provider.h"
 #include "common/dl/cuda_shim.h"
 #include "common/fd.h"
+#include "common/memfd.h"
 #include "common/status.h"
 
 #include <cstddef>
@@ -101,9 +102,7 @@ struct Request {
   size_t cap = 0;
   size_t got = 0;
   bool filling = false;       // DATA arrived, its copy in is running
-  // Both sides of a DATA transfer: the memfd's mapping (unmapped when done).
-  uint8_t* bounce = nullptr;
-  size_t bounce_len = 0;
+  Mapping bounce;             // both sides of a DATA transfer: the memfd's mapping
 };
 
 struct Comm {

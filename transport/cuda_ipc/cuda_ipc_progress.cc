@@ -13,10 +13,7 @@
 #include "common/wire.h"
 #include "cuda_ipc/cuda_ipc.h"
 
-#include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,40 +108,23 @@ Status copy_and_record(Comm* c, Request* r, void* to, const void* from, size_t n
   return Status::kSuccess;
 }
 
-// Maps `len` bytes of a memfd (shared, so the sender's writes are seen).
-uint8_t* map_bounce(int fd, size_t len, int prot) {
-  void* p = mmap(nullptr, len, prot, MAP_SHARED, fd, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
-}
-
 void unmap_bounce(Request* r) {
-  if (r->bounce != nullptr) munmap(r->bounce, r->bounce_len);
-  r->bounce = nullptr;
+  r->bounce.reset();
   r->bounce_fd.reset();
-}
-
-// Whether memfd `fd` holds `size` bytes and can no longer shrink (a shrink would fault the
-// copy in).
-bool holds_bytes(int fd, uint64_t size) {
-  struct stat st {};
-  const int seals = fcntl(fd, F_GET_SEALS);
-  return fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= size && seals >= 0 &&
-         (seals & F_SEAL_SHRINK) != 0;
 }
 
 // DATA: the bytes of the oldest open receive, in the attached memfd; copied in on the stream.
 Status on_data(Comm* c, wire::Reader& r, UniqueFd* fd) {
   uint64_t seq = r.u64(), size = r.u64();
   Request* q = r.ok() && size > 0 ? answered_receive(c, seq, size) : nullptr;
-  if (q == nullptr || !fd->valid() || !holds_bytes(fd->get(), size))
+  if (q == nullptr || !fd->valid() || !ok(memfd_check(fd->get(), size, kLogCuda, true)))
     return fail(c, Status::kProtocol,
                 "DATA that matches no posted receive, or without a sealed memfd of its size");
-  q->bounce = map_bounce(fd->get(), size, PROT_READ);
-  if (q->bounce == nullptr) return fail(c, Status::kSystem, "mmap of a DATA memfd failed");
-  q->bounce_len = size;
+  if (!ok(q->bounce.map(fd->get(), size, false)))
+    return fail(c, Status::kSystem, "mmap of a DATA memfd failed");
   q->got = size;
   q->filling = true;
-  return copy_and_record(c, q, q->buf, q->bounce, size);
+  return copy_and_record(c, q, q->buf, q->bounce.data(), size);
 }
 
 Status read_packets(Comm* c) {
@@ -172,15 +152,11 @@ Status read_packets(Comm* c) {
 
 // The receive buffer could not be mapped: the bytes go to a memfd, which DATA passes on.
 Status start_bounce(Comm* c, Request* r) {
-  r->bounce_fd.reset(memfd_create("zcx-cuda-ipc-data", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  const int fd = r->bounce_fd.get();
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(r->size)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-    return fail(c, Status::kSystem, "memfd for a send through host memory failed");
-  r->bounce = map_bounce(r->bounce_fd.get(), r->size, PROT_READ | PROT_WRITE);
-  if (r->bounce == nullptr) return fail(c, Status::kSystem, "mmap of a send's memfd failed");
-  r->bounce_len = r->size;
-  return copy_and_record(c, r, r->bounce, r->src, r->size);
+  Status st = memfd_create_reserved(r->size, "a send through host memory", kLogCuda,
+                                    &r->bounce_fd, true);
+  if (ok(st)) st = r->bounce.map(r->bounce_fd.get(), r->size);
+  if (!ok(st)) return fail(c, st, last_error());
+  return copy_and_record(c, r, r->bounce.data(), r->src, r->size);
 }
 
 Status start_copy(Comm* c, Request* r) {
@@ -273,7 +249,6 @@ Status progress(Comm* c) {
 
 void request_free(Comm* c, Request* r) {
   if (r->event != nullptr) (void)c->ctx->api->event_destroy(r->event);
-  unmap_bounce(r);
   if (r->mapped != nullptr) cache_release(c->peer.pid, r->dst);
   delete r;
 }
