@@ -4,7 +4,8 @@
 // the stream wait of asynchronous calls, staged transfers, ordering against work queued
 // before and after a call, device avg. It is not a GPU: "device" memory is host memory,
 // each stream is one worker thread that runs its copies, memsets, kernels and event records
-// in order, and zcx's kernels run on the CPU (fake_cuda_kernels.cc). Allocation, free and
+// in order (events: fake_cuda_events.cc), and zcx's kernels run on the CPU
+// (fake_cuda_kernels.cc). Allocation, free and
 // cudaDeviceSynchronize wait for every stream, as on a GPU, and so does closing an imported
 // IPC mapping (reported of CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy
 // CUDA IPC works between processes of one host: cudaMalloc memory is a memfd mapping, its
@@ -142,11 +143,6 @@ void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn) {
 }
 
 namespace {
-
-struct Event {
-  std::mutex mu;
-  uint64_t recorded = 0, reached = 0;
-};
 
 thread_local bool t_context = false;  // a runtime call made the primary context current
 
@@ -458,52 +454,4 @@ FAKE_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
 FAKE_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (s != nullptr) reinterpret_cast<Stream*>(s)->sync();
   return cudaSuccess;
-}
-FAKE_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
-  *e = reinterpret_cast<cudaEvent_t>(new Event());
-  return cudaSuccess;
-}
-FAKE_API cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete reinterpret_cast<Event*>(e);
-  return cudaSuccess;
-}
-FAKE_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  auto* ev = reinterpret_cast<Event*>(e);
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> lock(ev->mu);
-    gen = ++ev->recorded;
-  }
-  fake_cuda_enqueue(s, [ev, gen] {
-    std::lock_guard<std::mutex> lock(ev->mu);
-    if (ev->reached < gen) ev->reached = gen;
-  });
-  return cudaSuccess;
-}
-FAKE_API cudaError_t cudaEventQuery(cudaEvent_t e) {
-  auto* ev = reinterpret_cast<Event*>(e);
-  std::lock_guard<std::mutex> lock(ev->mu);
-  return ev->reached == ev->recorded ? cudaSuccess : cudaErrorNotReady;
-}
-FAKE_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
-  auto* ev = reinterpret_cast<Event*>(e);
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> lock(ev->mu);
-    gen = ev->recorded;
-  }
-  fake_cuda_enqueue(s, [ev, gen] {
-    for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(ev->mu);
-        if (ev->reached >= gen) return;
-      }
-      std::this_thread::yield();
-    }
-  });
-  return cudaSuccess;
-}
-FAKE_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
-  *ms = 0;
-  return cudaErrorNotSupported;
 }

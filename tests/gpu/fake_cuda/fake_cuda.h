@@ -1,5 +1,5 @@
-// What the simulated CUDA runtime's files share (fake_cuda.cc: memory, streams, events;
-// fake_cuda_kernels.cc: zcx's module and kernels).
+// What the simulated CUDA runtime's files share (fake_cuda.cc: memory and streams;
+// fake_cuda_events.cc: events; fake_cuda_kernels.cc: zcx's module and kernels).
 #pragma once
 
 #include <cuda.h>

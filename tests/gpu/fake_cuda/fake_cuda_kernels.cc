@@ -21,9 +21,25 @@ struct Kernel {
   KernelKind kind = KernelKind::kReduce;
   int dtype = 0, op = 0;
 };
-Kernel g_kernels[ZCX_DTYPE_COUNT][5];
 Kernel g_stream_wait{KernelKind::kStreamWait, 0, 0};
-zcx::coll::KernelTable g_table;
+
+// The module's contents, built once: thread ranks of one process load the module and look up
+// its kernels concurrently while others launch them.
+struct Module {
+  zcx::coll::KernelTable table;
+  Kernel kernels[ZCX_DTYPE_COUNT][5];
+  Module() {
+    zcx::coll::fill_scalar_kernels(table);
+    for (int d = 0; d < ZCX_DTYPE_COUNT; ++d) {
+      for (int o = 0; o < 4; ++o) kernels[d][o] = Kernel{KernelKind::kReduce, d, o};
+      kernels[d][4] = Kernel{KernelKind::kAvg, d, 0};
+    }
+  }
+};
+Module& module() {
+  static Module m;
+  return m;
+}
 
 const char* const kDtypeNames[ZCX_DTYPE_COUNT] = {"int8",    "uint8",    "int32",   "uint32",
                                                   "int64",   "uint64",   "float16", "bfloat16",
@@ -50,8 +66,7 @@ void stream_wait(const uint32_t* flag, uint32_t ticket, uint64_t bound_ns, uint3
 }  // namespace
 
 FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void*) {
-  zcx::coll::fill_scalar_kernels(g_table);
-  *m = reinterpret_cast<CUmodule>(&g_table);
+  *m = reinterpret_cast<CUmodule>(&module());
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
@@ -65,14 +80,12 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name)
     for (int o = 0; o < 4; ++o) {
       std::snprintf(want, sizeof want, "zcx_reduce_%s_%s", kDtypeNames[d], kOpNames[o]);
       if (std::strcmp(want, name) != 0) continue;
-      g_kernels[d][o] = Kernel{KernelKind::kReduce, d, o};
-      *f = reinterpret_cast<CUfunction>(&g_kernels[d][o]);
+      *f = reinterpret_cast<CUfunction>(&module().kernels[d][o]);
       return CUDA_SUCCESS;
     }
     std::snprintf(want, sizeof want, "zcx_avg_%s", kDtypeNames[d]);
     if (std::strcmp(want, name) != 0) continue;
-    g_kernels[d][4] = Kernel{KernelKind::kAvg, d, 0};
-    *f = reinterpret_cast<CUfunction>(&g_kernels[d][4]);
+    *f = reinterpret_cast<CUfunction>(&module().kernels[d][4]);
     return CUDA_SUCCESS;
   }
   return CUDA_ERROR_NOT_FOUND;
@@ -102,7 +115,7 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, uns
   const void* a = arg<const void*>(p, 1);
   const void* b = arg<const void*>(p, 2);
   size_t n = arg<size_t>(p, 3);
-  zcx::coll::ReduceFn fn = g_table[k.dtype][k.op];
+  zcx::coll::ReduceFn fn = module().table[k.dtype][k.op];
   fake_cuda_enqueue(stream, [=] { fn(out, a, b, n); });
   return CUDA_SUCCESS;
 }
