@@ -12,7 +12,9 @@
  * the result (a communicator's progress thread runs it; the stream waits for it, at most
  * ZCX_GPU_STREAM_TIMEOUT). One such call is in flight per communicator: the next call, and
  * any call without a stream on the same communicator, first waits for it. A failure shows
- * in zcx_comm_get_async_error and at the next call. ZCX_GPU_ASYNC=0: the call waits for the
+ * in zcx_comm_get_async_error and at the next call; the stream goes on, and the failed
+ * call's buffers hold undefined data that copies already started (a peer's, over cuda_ipc)
+ * may still write, as after zcx_comm_abort. ZCX_GPU_ASYNC=0: the call waits for the
  * stream's earlier work, runs the operation and returns with the result in place.
  * Reductions run as CUDA kernels; data moves over cuda_ipc between ranks of one host, else
  * by GPUDirect RDMA where the host provider's device takes GPU memory (ib with nvidia_peermem
