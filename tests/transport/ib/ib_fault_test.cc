@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -30,6 +31,19 @@ namespace {
 
 constexpr size_t kBig = 256u << 20;
 constexpr double kBoundS = 15;  // error must come within this many seconds
+
+// True once the child process (the other role) has exited, within `seconds`; the child is
+// left for run_pair to reap (WNOWAIT).
+bool child_exited_within(double seconds) {
+  const int64_t t0 = now_ns();
+  while (now_ns() - t0 < static_cast<int64_t>(seconds * 1e9)) {
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0)
+      return true;
+    usleep(10 * 1000);
+  }
+  return false;
+}
 
 class IbFault : public testing::Test {
  protected:
@@ -130,7 +144,8 @@ TEST_F(IbFault, AReceiveDoneBeforeThePeerLeftStillReportsDone) {
       int tag = 0;
       ROLE_CHECK(recv_blocking(s, 1, &d, &sz, &tag, &mh, &req[k]) == ZCX_SUCCESS, "irecv %d", k);
     }
-    sleep(5);  // meanwhile the sender sends one message, closes and exits
+    // Meanwhile the sender sends one message, closes and exits.
+    ROLE_CHECK(child_exited_within(60), "the sender did not exit within 60 s");
     int done = 0;
     size_t got = 0;
     zcx_status_t rc = s.ops->test(req[0], &done, &got);
