@@ -76,6 +76,22 @@ TEST(ZcxInfo, ConfigWarnsAboutUnknownVariables) {
   EXPECT_NE(r.err.find("ZCX_NO_SUCH_THING"), std::string::npos) << r.err;
 }
 
+// A name in ZCX_PROVIDERS that is no provider (a typo) is warned about and skipped; the
+// others keep their order.
+TEST(ZcxInfo, UnknownProviderNameIsWarnedAndSkipped) {
+  if (provider_find("tcp") == nullptr) GTEST_SKIP() << "this build has no tcp provider";
+  ToolResult r = run_tool("ZCX_PROVIDERS=tpc,,tcp " + kInfo);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("ZCX_PROVIDERS names 'tpc', which is no zcx provider (shm, cuda_ipc, "
+                       "ib, ucx, tcp); ignored"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("providers selected (ZCX_PROVIDERS order): tcp\n"), std::string::npos)
+      << r.out;
+  // A provider's name is never warned about, built here or not.
+  ToolResult known = run_tool("ZCX_PROVIDERS=shm,cuda_ipc,ib,ucx,tcp " + kInfo);
+  EXPECT_EQ(known.err.find("no zcx provider"), std::string::npos) << known.err;
+}
+
 TEST(ZcxInfo, RejectsUnknownArguments) {
   ToolResult r = run_tool(kInfo + " --bogus");
   EXPECT_EQ(r.exit_code, 2);

@@ -32,6 +32,20 @@ std::vector<const zcx_provider_ops_t*> providers_built() {
   return out;
 }
 
+namespace {
+
+// Every provider zcx has, built here or not: a name outside this list is a mistake in
+// ZCX_PROVIDERS (warned), a name in it that this build lacks is not (the default names all).
+constexpr const char* kProviderNames[] = {"shm", "cuda_ipc", "ib", "ucx", "tcp"};
+
+bool provider_known(const std::string& name) {
+  for (const char* known : kProviderNames)
+    if (name == known) return true;
+  return false;
+}
+
+}  // namespace
+
 const zcx_provider_ops_t* provider_find(const std::string& name) {
   for (const zcx_provider_ops_t* ops : providers_built())
     if (name == ops->name) return ops;
@@ -49,6 +63,11 @@ std::vector<const zcx_provider_ops_t*> providers_selected() {
     pos = comma + 1;
     if (name.empty()) continue;
     const zcx_provider_ops_t* ops = provider_find(name);
+    if (ops == nullptr && !provider_known(name)) {
+      ZCX_WARN(kLogInit, "ZCX_PROVIDERS names '%s', which is no zcx provider (shm, cuda_ipc, "
+               "ib, ucx, tcp); ignored", name.c_str());
+      continue;
+    }
     if (ops == nullptr) {
       ZCX_INFO(kLogInit, "ZCX_PROVIDERS names '%s', which this build does not have",
                name.c_str());
