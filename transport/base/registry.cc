@@ -19,32 +19,42 @@ const zcx_provider_ops_t* zcx_provider_cuda_ipc(void) __attribute__((weak, visib
 
 namespace zcx {
 
+namespace {
+
+// Every provider zcx has, built here or not (a weak getter is null where it is not): a name
+// outside this table is a mistake in ZCX_PROVIDERS (warned), a name in it that this build
+// lacks is not (the default names them all).
+struct BuiltIn {
+  const char* name;
+  const zcx_provider_ops_t* (*get)(void);
+};
+const BuiltIn kBuiltIns[] = {{"shm", zcx_provider_shm}, {"cuda_ipc", zcx_provider_cuda_ipc},
+                             {"ib", zcx_provider_ib},   {"ucx", zcx_provider_ucx},
+                             {"tcp", zcx_provider_tcp}};
+
+bool provider_known(const std::string& name) {
+  for (const BuiltIn& b : kBuiltIns)
+    if (name == b.name) return true;
+  return false;
+}
+
+std::string provider_names() {
+  std::string out;
+  for (const BuiltIn& b : kBuiltIns) out += std::string(out.empty() ? "" : ", ") + b.name;
+  return out;
+}
+
+}  // namespace
+
 std::vector<const zcx_provider_ops_t*> providers_built() {
-  using Getter = const zcx_provider_ops_t* (*)(void);
-  const Getter getters[] = {zcx_provider_shm, zcx_provider_cuda_ipc, zcx_provider_ib,
-                            zcx_provider_ucx, zcx_provider_tcp};
   std::vector<const zcx_provider_ops_t*> out;
-  for (Getter g : getters) {
-    if (g == nullptr) continue;
-    const zcx_provider_ops_t* ops = g();
+  for (const BuiltIn& b : kBuiltIns) {
+    if (b.get == nullptr) continue;
+    const zcx_provider_ops_t* ops = b.get();
     if (ops != nullptr && ops->abi_version == ZCX_PROVIDER_ABI_VERSION) out.push_back(ops);
   }
   return out;
 }
-
-namespace {
-
-// Every provider zcx has, built here or not: a name outside this list is a mistake in
-// ZCX_PROVIDERS (warned), a name in it that this build lacks is not (the default names all).
-constexpr const char* kProviderNames[] = {"shm", "cuda_ipc", "ib", "ucx", "tcp"};
-
-bool provider_known(const std::string& name) {
-  for (const char* known : kProviderNames)
-    if (name == known) return true;
-  return false;
-}
-
-}  // namespace
 
 const zcx_provider_ops_t* provider_find(const std::string& name) {
   for (const zcx_provider_ops_t* ops : providers_built())
@@ -64,8 +74,8 @@ std::vector<const zcx_provider_ops_t*> providers_selected() {
     if (name.empty()) continue;
     const zcx_provider_ops_t* ops = provider_find(name);
     if (ops == nullptr && !provider_known(name)) {
-      ZCX_WARN(kLogInit, "ZCX_PROVIDERS names '%s', which is no zcx provider (shm, cuda_ipc, "
-               "ib, ucx, tcp); ignored", name.c_str());
+      ZCX_WARN(kLogInit, "ZCX_PROVIDERS names '%s', which is no zcx provider (%s); ignored",
+               name.c_str(), provider_names().c_str());
       continue;
     }
     if (ops == nullptr) {

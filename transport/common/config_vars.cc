@@ -20,8 +20,8 @@ const config::DoubleParam timeout{"ZCX_TIMEOUT", 300.0,
 const config::StringParam providers{"ZCX_PROVIDERS", "shm,ib,ucx,tcp,cuda_ipc",
     "Provider preference order; a provider is used for a peer when it is built, has a "
     "device and can reach the peer. Names: tcp, shm, ib, ucx, cuda_ipc (another name is "
-    "warned about and ignored). cuda_ipc moves GPU "
-    "memory only: stream-ordered collectives ask for it by name, host traffic never takes it."};
+    "warned about and ignored). cuda_ipc moves GPU memory only: stream-ordered collectives "
+    "ask for it by name, host traffic never takes it."};
 const config::DoubleParam duplex_wait{"ZCX_DUPLEX_WAIT", 1.0,
     "Seconds the higher rank of a pair waits for the lower rank's connection in order to "
     "send back over it, where the provider can (tcp): one two-way connection per pair, as "
