@@ -82,8 +82,9 @@ Status memfd_check(int fd, size_t bytes, LogSubsys subsys, bool sealed) {
                      "shared segment from peer is not a regular file of %zu bytes owned by us "
                      "(size %lld, uid %u)", bytes, static_cast<long long>(st.st_size),
                      static_cast<unsigned>(st.st_uid));
-  const int seals = sealed ? fcntl(fd, F_GET_SEALS) : 0;
-  if (sealed && (seals < 0 || (seals & F_SEAL_SHRINK) == 0))
+  if (!sealed) return Status::kSuccess;
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
     return set_error(Status::kProtocol, subsys, "shared segment from peer could still shrink "
                      "(not sealed)");
   return Status::kSuccess;

@@ -117,9 +117,11 @@ void unmap_bounce(Request* r) {
 Status on_data(Comm* c, wire::Reader& r, UniqueFd* fd) {
   uint64_t seq = r.u64(), size = r.u64();
   Request* q = r.ok() && size > 0 ? answered_receive(c, seq, size) : nullptr;
-  if (q == nullptr || !fd->valid() || !ok(memfd_check(fd->get(), size, kLogCuda, true)))
+  if (q == nullptr || !fd->valid())
+    return fail(c, Status::kProtocol, "DATA that matches no posted receive, or without a memfd");
+  if (!ok(memfd_check(fd->get(), size, kLogCuda, true)))
     return fail(c, Status::kProtocol,
-                "DATA that matches no posted receive, or without a sealed memfd of its size");
+                ("DATA without a sealed memfd of its size: " + std::string(last_error())).c_str());
   if (!ok(q->bounce.map(fd->get(), size, false)))
     return fail(c, Status::kSystem, "mmap of a DATA memfd failed");
   q->got = size;
