@@ -79,8 +79,10 @@ Status build_barrier(const OpArgs& a, Schedule& s) {
   b.dtype = ZCX_UINT8;
   b.op = ZCX_MAX;
   b.count = 1;
+  // The byte's value is never read: the exchange is the barrier. It is left as the scratch
+  // holds it, since the scratch of a stream-ordered barrier is device memory, which host
+  // code must not touch.
   b.recvbuf = s.scratch(1);
-  static_cast<uint8_t*>(b.recvbuf)[0] = 1;
   b.sendbuf = b.recvbuf;
   return build_allreduce_rhd(b, s);
 }
