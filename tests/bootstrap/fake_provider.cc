@@ -3,6 +3,10 @@
 #include "base/handle.h"
 #include "common/status.h"
 
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -18,10 +22,34 @@ struct Message {
   std::vector<uint8_t> data;
 };
 
+enum class Gdr { kNone, kFlushed, kUnflushed };  // GPU memory; with iflush or without
+
 struct Channel {
   std::mutex mu;
   std::deque<Message> queue;
+  bool dma = false;  // fakegdr: copies reach GPU memory, as a NIC's DMA does
 };
+
+using CopyFn = void (*)(void*, const void*, size_t);
+
+// The simulated CUDA runtime's fake_cuda_dma_copy (tests/gpu/fake_cuda), whose device memory
+// the host cannot touch but a simulated device can; null until that runtime is loaded.
+CopyFn simulated_dma_copy() {
+  static std::atomic<CopyFn> found{nullptr};
+  if (CopyFn fn = found.load()) return fn;
+  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
+  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  auto fn = h ? reinterpret_cast<CopyFn>(dlsym(h, "fake_cuda_dma_copy")) : nullptr;
+  if (fn != nullptr) found.store(fn);  // keeps the NOLOAD reference: the runtime stays loaded
+  else if (h != nullptr) dlclose(h);
+  return fn;
+}
+
+void channel_copy(const Channel& ch, void* dst, const void* src, size_t n) {
+  CopyFn dma = ch.dma ? simulated_dma_copy() : nullptr;
+  if (dma != nullptr) dma(dst, src, n);
+  else memcpy(dst, src, n);
+}
 
 struct Ctx {
   const zcx_provider_ops_t* ops;
@@ -86,7 +114,6 @@ zcx_status_t fk_nodevices(void*, int* n) {
   *n = 0;
   return ZCX_SUCCESS;
 }
-enum class Gdr { kNone, kFlushed, kUnflushed };  // GPU memory; with iflush or without
 
 template <Gdr kGdr>
 zcx_status_t fk_props(void*, int, zcx_device_props_t* p) {
@@ -111,7 +138,7 @@ zcx_status_t fk_listen(void*, int, void* handle, void** listen_comm) {
   return ZCX_SUCCESS;
 }
 
-template <uint8_t kId>
+template <uint8_t kId, Gdr kGdr>
 zcx_status_t fk_connect(void* vctx, int, const void* handle, void** send_comm) {
   auto* ctx = static_cast<Ctx*>(vctx);
   *send_comm = nullptr;
@@ -127,6 +154,7 @@ zcx_status_t fk_connect(void* vctx, int, const void* handle, void** send_comm) {
   auto it = g_listens.find(id);
   if (it == g_listens.end()) return ZCX_ERR_REMOTE;
   auto ch = std::make_shared<Channel>();
+  ch->dma = kGdr != Gdr::kNone;
   auto* r = new Recv{ch, {ctx->self.rank, 0, {}}, {}, {}};
   memcpy(r->peer.host, ctx->self.host, sizeof r->peer.host);
   r->peer.host[sizeof r->peer.host - 1] = 0;
@@ -182,8 +210,9 @@ zcx_status_t fk_isend(void* send_comm, void* data, size_t size, int, void* mh, v
     return ZCX_SUCCESS;
   }
   std::lock_guard<std::mutex> lock(s->ch->mu);
-  auto* p = static_cast<uint8_t*>(data);
-  s->ch->queue.push_back(Message{std::vector<uint8_t>(p, p + size)});
+  Message m{std::vector<uint8_t>(size)};
+  if (size > 0) channel_copy(*s->ch, m.data.data(), data, size);
+  s->ch->queue.push_back(std::move(m));
   *request = new Req{true, nullptr, nullptr, 0, size};
   return ZCX_SUCCESS;
 }
@@ -214,7 +243,8 @@ void match_waiting(Recv* recv) {
     r->matched = true;
     r->sent = m.data.size();
     r->too_big = m.data.size() > r->cap;
-    if (!r->too_big && !m.data.empty()) memcpy(r->buf, m.data.data(), m.data.size());
+    if (!r->too_big && !m.data.empty())
+      channel_copy(*recv->ch, r->buf, m.data.data(), m.data.size());
   }
 }
 
@@ -277,7 +307,7 @@ const zcx_provider_ops_t* make_ops(const char* name) {
   static const zcx_provider_ops_t ops = {
       sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, name, kId, kFlags,
       fk_init, fk_finalize, kHasDevice ? fk_devices : fk_nodevices, fk_props<kGdr>,
-      fk_listen<kId>, fk_connect<kId>, fk_accept, fk_peer_info,
+      fk_listen<kId>, fk_connect<kId, kGdr>, fk_accept, fk_peer_info,
       fk_reg<kGdr>, nullptr, fk_dereg,
       fk_isend<kReg>, fk_irecv<kReg>, kGdr == Gdr::kFlushed ? fk_iflush : nullptr, fk_test,
       fk_close_send, fk_close_recv, fk_close_listen, nullptr, nullptr};

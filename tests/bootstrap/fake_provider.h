@@ -15,8 +15,9 @@ namespace zcx::test {
 const zcx_provider_ops_t* fake_provider();        // id 200
 const zcx_provider_ops_t* fake_local_provider();  // id 201: LOCAL_ONLY | NEEDS_REG
 const zcx_provider_ops_t* fake_nodev_provider();  // id 202: 0 devices
-// id 203: NEEDS_REG, mem_kinds HOST|CUDA, needs_flush and iflush. Its transfers copy with
-// memcpy, so "GPU memory" must be host-addressable (the simulated CUDA runtime's is).
+// id 203: NEEDS_REG, mem_kinds HOST|CUDA, needs_flush and iflush. Its transfers copy on the
+// CPU, so "GPU memory" must be host memory: the simulated CUDA runtime's, copied with that
+// runtime's fake_cuda_dma_copy (its device memory is closed to other host code).
 const zcx_provider_ops_t* fake_gdr_provider();
 // id 204: the same without iflush (needs_flush 0): GPU memory with no flush of its own.
 const zcx_provider_ops_t* fake_gdr_noflush_provider();

@@ -7,9 +7,9 @@
 // provider, and still produce the right sums. Over "fakegdr-noflush" (GPU memory, no iflush,
 // as UCX) the GPU is flushed instead (cudaDeviceFlushGPUDirectRDMAWrites; the simulated
 // device reports unordered writes). With ZCX_GPU_STAGING=1 none of that happens and the
-// sums are the same. fakegdr copies with memcpy, so this runs only against the simulated
-// CUDA runtime (tests/gpu/fake_cuda, whose device memory is host memory); elsewhere it skips
-// and says so.
+// sums are the same. fakegdr copies on the CPU, so this runs only against the simulated
+// CUDA runtime (tests/gpu/fake_cuda, whose device memory is host memory that fakegdr copies
+// with the runtime's own access, as a NIC's DMA); elsewhere it skips and says so.
 #include <gtest/gtest.h>
 #include <zcx/coll.h>
 #include <zcx/zcx.h>

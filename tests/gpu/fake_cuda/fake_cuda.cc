@@ -1,20 +1,20 @@
-// A simulated CUDA driver + runtime for machines without a GPU, loaded in place of libcuda
-// and libcudart through ZCX_CUDA_DRIVER_LIBRARY / ZCX_CUDA_RUNTIME_LIBRARY. It lets the CPU
-// CI run the stream-ordered collectives' own logic: the wait for a stream's earlier work,
-// the stream wait of asynchronous calls, staged transfers, ordering against work queued
-// before and after a call, device avg. It is not a GPU: "device" memory is host memory,
-// each stream is one worker thread that runs its copies, memsets, kernels and event records
-// in order (events: fake_cuda_events.cc), and zcx's kernels run on the CPU
-// (fake_cuda_kernels.cc). Allocation, free and
-// cudaDeviceSynchronize wait for every stream, as on a GPU, and so does closing an imported
-// IPC mapping (reported of CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy
-// CUDA IPC works between processes of one host: cudaMalloc memory is a memfd mapping, its
-// handle names the owner's pid and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so
-// the cuda_ipc provider's protocol runs, over host memory). As a caching allocator does,
-// cudaMalloc gives back the range freed last when the size fits; opening the handle of such a
-// reused range while this process still maps the old allocation there fails with
-// cudaErrorAlreadyMapped (what UCX's cuda_ipc cache meets; zcx-gpu-probe's "reopen" tells
-// what a real driver does). VMM (cuMem*) calls fail with CUDA_ERROR_NOT_SUPPORTED.
+// A simulated CUDA driver + runtime for machines without a GPU, loaded in place of libcuda and
+// libcudart through ZCX_CUDA_DRIVER_LIBRARY / ZCX_CUDA_RUNTIME_LIBRARY. It lets the CPU CI run
+// the stream-ordered collectives' own logic: the wait for a stream's earlier work, the stream
+// wait of asynchronous calls, staged transfers, ordering against work queued before and after a
+// call, device avg. It is not a GPU: "device" memory is host memory, each stream is one worker
+// thread that runs its copies, memsets, kernels and event records in order (events:
+// fake_cuda_events.cc), and zcx's kernels run on the CPU (fake_cuda_kernels.cc); host code
+// cannot touch device memory (fake_cuda_access.cc). Allocation, free and cudaDeviceSynchronize
+// wait for every stream, as on a GPU, and so does closing an imported IPC mapping (reported of
+// CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy CUDA IPC works between
+// processes of one host: cudaMalloc memory is a memfd mapping, its handle names the owner's pid
+// and fd, and cudaIpcOpenMemHandle maps /proc/<pid>/fd/<fd> (so the cuda_ipc provider's
+// protocol runs, over host memory). As a caching allocator does, cudaMalloc gives back the
+// range freed last when the size fits; opening the handle of such a reused range while this
+// process still maps the old allocation there fails with cudaErrorAlreadyMapped (what UCX's
+// cuda_ipc cache meets; zcx-gpu-probe's "reopen" tells what a real driver does). VMM (cuMem*)
+// calls fail with CUDA_ERROR_NOT_SUPPORTED.
 #include "fake_cuda.h"
 
 #include <fcntl.h>
@@ -104,7 +104,10 @@ class Stream {
       work_.pop_front();
       busy_ = true;
       lock.unlock();
-      fn();
+      {
+        DeviceAccess access;
+        fn();
+      }
       lock.lock();
       busy_ = false;
       cv_.notify_all();
@@ -136,10 +139,21 @@ void sync_device() {
 
 }  // namespace
 
+MemoryKind fake_cuda_memory_kind(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  uintptr_t base = 0;
+  const Allocation* a = find_alloc(p, &base);
+  if (a == nullptr) return MemoryKind::kPageable;
+  if (reinterpret_cast<uintptr_t>(p) - base + bytes > a->size) return MemoryKind::kOverrun;
+  return a->device ? MemoryKind::kDevice : MemoryKind::kPinned;
+}
+
 // The legacy default stream (NULL) runs work at once, on the calling thread.
 void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn) {
-  if (s == nullptr) fn();
-  else reinterpret_cast<Stream*>(s)->push(std::move(fn));
+  if (s == nullptr) {
+    DeviceAccess access;
+    fn();
+  } else reinterpret_cast<Stream*>(s)->push(std::move(fn));
 }
 
 namespace {
@@ -309,6 +323,7 @@ cudaError_t device_alloc(void** p, size_t n) {
     close(fd);
     return cudaErrorMemoryAllocation;
   }
+  fake_cuda_guard(m, size);
   *p = m;
   record(m, Allocation{size, true, fd, g_next_id++, false});
   return cudaSuccess;
@@ -351,16 +366,20 @@ FAKE_API cudaError_t cudaFree(void* p) {
 }
 FAKE_API cudaError_t cudaMallocHost(void** p, size_t n) { return host_alloc(p, n); }
 FAKE_API cudaError_t cudaFreeHost(void* p) { return fake_free(p); }
-FAKE_API cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+FAKE_API cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind kind) {
+  if (!fake_cuda_copy_fits(d, s, n, kind, "cudaMemcpy")) return cudaErrorInvalidValue;
+  DeviceAccess access;
   std::memcpy(d, s, n);
   return cudaSuccess;
 }
-FAKE_API cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind,
+FAKE_API cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind kind,
                                      cudaStream_t st) {
+  if (!fake_cuda_copy_fits(d, s, n, kind, "cudaMemcpyAsync")) return cudaErrorInvalidValue;
   fake_cuda_enqueue(st, [=] { std::memcpy(d, s, n); });
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t st) {
+  if (!fake_cuda_device_reaches(d, n, "cudaMemsetAsync")) return cudaErrorInvalidValue;
   fake_cuda_enqueue(st, [=] { std::memset(d, v, n); });
   return cudaSuccess;
 }
@@ -413,6 +432,7 @@ FAKE_API cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t h, unsign
   void* m = mmap(nullptr, name.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (m == MAP_FAILED) return cudaErrorMapBufferObjectFailed;
+  fake_cuda_guard(m, name.size);
   *p = m;
   record(m, Allocation{name.size, true, -1, name.id, true, name.pid,
                        static_cast<uintptr_t>(name.base)});

@@ -9,5 +9,33 @@
 
 #define FAKE_API extern "C" __attribute__((visibility("default")))
 
+// Device memory the host cannot touch (fake_cuda_access.cc): fake_cuda_guard marks a device
+// range; a DeviceAccess opens every device range to this thread for its lifetime (the
+// simulated device's own work: streams, cudaMemcpy, a simulated NIC's DMA).
+void fake_cuda_guard(void* p, size_t size);
+class DeviceAccess {
+ public:
+  DeviceAccess();
+  ~DeviceAccess();
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+
+ private:
+  int key_;
+  int saved_ = 0;
+};
+
+// What the simulated runtime knows of [p, p + bytes): device memory (cudaMalloc or an
+// imported IPC mapping), pinned host memory (cudaMallocHost), other (pageable) host memory,
+// or a range that starts in a known allocation and runs past its end (fake_cuda.cc).
+enum class MemoryKind { kDevice, kPinned, kPageable, kOverrun };
+MemoryKind fake_cuda_memory_kind(const void* p, size_t bytes);
+// Whether a copy of `kind` from src to dst is one a GPU defines, and whether a kernel or
+// memset reaches [p, p + bytes) (device or pinned memory, within its allocation). Each
+// prints why not to stderr (fake_cuda_access.cc).
+bool fake_cuda_copy_fits(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                         const char* call);
+bool fake_cuda_device_reaches(const void* p, size_t bytes, const char* what);
+
 // Queues `fn` on stream `s` (run in order by the stream's thread; NULL: at once, here).
 void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn);

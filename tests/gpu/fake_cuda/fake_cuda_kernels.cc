@@ -99,6 +99,9 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, uns
     auto ticket = arg<uint32_t>(p, 1);
     auto bound = arg<uint64_t>(p, 2);
     auto timed_out = arg<uint32_t*>(p, 3);
+    if (!fake_cuda_device_reaches(flag, sizeof *flag, "zcx_stream_wait's flag") ||
+        !fake_cuda_device_reaches(timed_out, sizeof *timed_out, "zcx_stream_wait's timeout word"))
+      return CUDA_ERROR_INVALID_VALUE;
     fake_cuda_enqueue(stream, [=] { stream_wait(flag, ticket, bound, timed_out); });
     return CUDA_SUCCESS;
   }
@@ -106,6 +109,8 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, uns
     void* buf = arg<void*>(p, 0);
     size_t n = arg<size_t>(p, 1);
     int nranks = arg<int>(p, 2);
+    const size_t bytes = n * zcx::coll::dtype_bytes(static_cast<zcx_dtype_t>(k.dtype));
+    if (!fake_cuda_device_reaches(buf, bytes, "zcx_avg")) return CUDA_ERROR_INVALID_VALUE;
     fake_cuda_enqueue(stream, [=] {
       zcx::coll::divide_by_ranks(static_cast<zcx_dtype_t>(k.dtype), buf, n, nranks);
     });
@@ -115,6 +120,11 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, uns
   const void* a = arg<const void*>(p, 1);
   const void* b = arg<const void*>(p, 2);
   size_t n = arg<size_t>(p, 3);
+  const size_t bytes = n * zcx::coll::dtype_bytes(static_cast<zcx_dtype_t>(k.dtype));
+  if (!fake_cuda_device_reaches(out, bytes, "zcx_reduce's output") ||
+      !fake_cuda_device_reaches(a, bytes, "zcx_reduce's first input") ||
+      !fake_cuda_device_reaches(b, bytes, "zcx_reduce's second input"))
+    return CUDA_ERROR_INVALID_VALUE;
   zcx::coll::ReduceFn fn = module().table[k.dtype][k.op];
   fake_cuda_enqueue(stream, [=] { fn(out, a, b, n); });
   return CUDA_SUCCESS;
