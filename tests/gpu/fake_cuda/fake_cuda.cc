@@ -160,16 +160,42 @@ namespace {
 
 thread_local bool t_context = false;  // a runtime call made the primary context current
 
+// CUDA does not survive fork: in the child of a process that had initialised it, calls fail
+// with an initialisation error (which is why the GPU tests probe devices in a forked child
+// and fork their ranks before touching CUDA). The simulator fails the same way, so that a
+// test or tool that forks after using CUDA fails here as it would on a GPU.
+std::atomic<pid_t> g_initialised_by{0};
+
+// Marks CUDA initialised by this process; false in a child forked after that.
+bool initialise() {
+  const pid_t me = getpid();
+  pid_t first = 0;
+  return g_initialised_by.compare_exchange_strong(first, me) || first == me;
+}
+
+// Initialises and makes the primary context current on this thread, as a runtime call does.
+bool make_current() {
+  if (!initialise()) return false;
+  t_context = true;
+  return true;
+}
+
 }  // namespace
 
 // ---- driver ----
-FAKE_API CUresult cuInit(unsigned) { return CUDA_SUCCESS; }
+FAKE_API CUresult cuInit(unsigned) {
+  return initialise() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
 FAKE_API CUresult cuGetErrorName(CUresult e, const char** s) {
-  *s = e == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+  *s = e == CUDA_SUCCESS ? "CUDA_SUCCESS"
+       : e == CUDA_ERROR_NOT_INITIALIZED ? "CUDA_ERROR_NOT_INITIALIZED" : "CUDA_ERROR_FAKE";
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuGetErrorString(CUresult e, const char** s) {
-  *s = e == CUDA_SUCCESS ? "no error" : "not supported by the simulated CUDA runtime";
+  *s = e == CUDA_SUCCESS ? "no error"
+       : e == CUDA_ERROR_NOT_INITIALIZED
+           ? "initialization error (CUDA was initialised before this process was forked)"
+           : "not supported by the simulated CUDA runtime";
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDriverGetVersion(int* v) {
@@ -225,10 +251,13 @@ FAKE_API CUresult cuMemGetAllocationGranularity(size_t*, const CUmemAllocationPr
 // ---- runtime ----
 FAKE_API const char* cudaGetErrorName(cudaError_t e) {
   if (e == cudaErrorAlreadyMapped) return "cudaErrorAlreadyMapped";
+  if (e == cudaErrorInitializationError) return "cudaErrorInitializationError";
   return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
 }
 FAKE_API const char* cudaGetErrorString(cudaError_t e) {
   if (e == cudaErrorAlreadyMapped) return "resource already mapped";
+  if (e == cudaErrorInitializationError)
+    return "initialization error (CUDA was initialised before this process was forked)";
   return e == cudaSuccess ? "no error" : "not supported by the simulated CUDA runtime";
 }
 FAKE_API cudaError_t cudaRuntimeGetVersion(int* v) {
@@ -236,6 +265,7 @@ FAKE_API cudaError_t cudaRuntimeGetVersion(int* v) {
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaGetDeviceCount(int* n) {
+  if (!initialise()) return cudaErrorInitializationError;
   *n = 1;
   return cudaSuccess;
 }
@@ -245,7 +275,7 @@ FAKE_API cudaError_t cudaGetDevice(int* d) {
 }
 FAKE_API cudaError_t cudaSetDevice(int d) {
   if (d != 0) return cudaErrorInvalidDevice;
-  t_context = true;
+  if (!make_current()) return cudaErrorInitializationError;
   return cudaSuccess;
 }
 // The device reports GPUDirect RDMA writes as unordered with host-side flushes supported
@@ -311,7 +341,7 @@ void* reuse_hint(size_t size) {
 
 // Device memory: a memfd mapping, so another process can map it through an IPC handle.
 cudaError_t device_alloc(void** p, size_t n) {
-  t_context = true;
+  if (!make_current()) return cudaErrorInitializationError;
   sync_device();
   const size_t size = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
   int fd = memfd_create("zcx-fake-cuda", MFD_CLOEXEC);
@@ -330,6 +360,7 @@ cudaError_t device_alloc(void** p, size_t n) {
 }
 
 cudaError_t host_alloc(void** p, size_t n) {
+  if (!make_current()) return cudaErrorInitializationError;
   sync_device();
   *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
   if (*p == nullptr) return cudaErrorMemoryAllocation;
@@ -361,7 +392,7 @@ cudaError_t fake_free(void* p) {
 
 FAKE_API cudaError_t cudaMalloc(void** p, size_t n) { return device_alloc(p, n); }
 FAKE_API cudaError_t cudaFree(void* p) {
-  t_context = true;
+  if (!make_current()) return cudaErrorInitializationError;
   return fake_free(p);
 }
 FAKE_API cudaError_t cudaMallocHost(void** p, size_t n) { return host_alloc(p, n); }
@@ -448,7 +479,7 @@ FAKE_API cudaError_t cudaIpcCloseMemHandle(void* p) {
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  t_context = true;
+  if (!make_current()) return cudaErrorInitializationError;
   auto stream = std::make_shared<Stream>();
   {
     std::lock_guard<std::mutex> lock(g_streams_mu);

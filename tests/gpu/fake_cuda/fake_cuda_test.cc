@@ -1,10 +1,11 @@
 // The simulated CUDA runtime keeps device memory from host code as a GPU does
 // (fake_cuda_access.cc): a host read of a cudaMalloc range faults, a system call handed one
 // fails with EFAULT, and the runtime's own copies still reach it; copies and memsets a GPU
-// could not do are refused. Without this, a simulated
+// could not do are refused; a child forked after CUDA was initialised cannot use it. Without this, a simulated
 // test could pass a zcx path that touches device memory from the CPU and crashes on a GPU.
 // Runs against the simulated runtime only (ctest entry zcx_fake_cuda_simulated).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -70,6 +71,30 @@ TEST(SimulatedCuda, CopiesAndMemsetsTheDeviceCouldNotDoAreRefused) {
   EXPECT_EQ(api->set_async(host.data(), 0, 16, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(api->set_async(dev, 0, 256, nullptr), cudaSuccess);
   EXPECT_EQ(api->mem_free(dev), cudaSuccess);
+}
+
+// CUDA does not survive fork: the child of a process that initialised it gets an
+// initialisation error, here as on a GPU, so a test that forks its ranks too late fails.
+TEST(SimulatedCuda, AChildForkedAfterInitialisationCannotUseCuda) {
+  std::string why;
+  const CudaApi* api = cuda_shim_load(&why);
+  ASSERT_NE(api, nullptr) << why;
+  ASSERT_NE(fake_counter("fake_cuda_device_guarded"), nullptr) << "not the simulated runtime";
+  int n = 0;
+  ASSERT_EQ(api->get_device_count(&n), cudaSuccess);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    void* p = nullptr;
+    _exit(api->mem_alloc(&p, 64) == cudaErrorInitializationError ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the forked child's cudaMalloc did not fail with cudaErrorInitializationError";
+  void* p = nullptr;
+  EXPECT_EQ(api->mem_alloc(&p, 64), cudaSuccess) << "the parent still can";
+  EXPECT_EQ(api->mem_free(p), cudaSuccess);
 }
 
 }  // namespace
