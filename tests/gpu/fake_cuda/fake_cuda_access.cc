@@ -25,6 +25,20 @@ int device_key() {
   return key;
 }
 
+// Why a copy of `kind` between these memories is undefined on a GPU, or nullptr.
+const char* copy_mismatch(MemoryKind to, MemoryKind from, cudaMemcpyKind kind) {
+  if (to == MemoryKind::kOverrun || from == MemoryKind::kOverrun)
+    return "a range runs past the end of its allocation";
+  const bool to_dev = to == MemoryKind::kDevice, from_dev = from == MemoryKind::kDevice;
+  switch (kind) {
+    case cudaMemcpyHostToDevice: return to_dev && !from_dev ? nullptr : "not host to device";
+    case cudaMemcpyDeviceToHost: return !to_dev && from_dev ? nullptr : "not device to host";
+    case cudaMemcpyDeviceToDevice: return to_dev && from_dev ? nullptr : "not device to device";
+    case cudaMemcpyHostToHost: return !to_dev && !from_dev ? nullptr : "not host to host";
+    default: return nullptr;  // cudaMemcpyDefault: the pointers say
+  }
+}
+
 }  // namespace
 
 void fake_cuda_guard(void* p, size_t size) {
@@ -41,24 +55,6 @@ DeviceAccess::DeviceAccess() : key_(device_key()) {
 DeviceAccess::~DeviceAccess() {
   if (key_ >= 0) (void)pkey_set(key_, static_cast<unsigned>(saved_));
 }
-
-namespace {
-
-// Why a copy of `kind` between these memories is undefined on a GPU, or nullptr.
-const char* copy_mismatch(MemoryKind to, MemoryKind from, cudaMemcpyKind kind) {
-  if (to == MemoryKind::kOverrun || from == MemoryKind::kOverrun)
-    return "a range runs past the end of its allocation";
-  const bool to_dev = to == MemoryKind::kDevice, from_dev = from == MemoryKind::kDevice;
-  switch (kind) {
-    case cudaMemcpyHostToDevice: return to_dev && !from_dev ? nullptr : "not host to device";
-    case cudaMemcpyDeviceToHost: return !to_dev && from_dev ? nullptr : "not device to host";
-    case cudaMemcpyDeviceToDevice: return to_dev && from_dev ? nullptr : "not device to device";
-    case cudaMemcpyHostToHost: return !to_dev && !from_dev ? nullptr : "not host to host";
-    default: return nullptr;  // cudaMemcpyDefault: the pointers say
-  }
-}
-
-}  // namespace
 
 bool fake_cuda_copy_fits(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                          const char* call) {

@@ -1,9 +1,9 @@
-// The simulated CUDA runtime keeps device memory from host code as a GPU does
-// (fake_cuda_access.cc): a host read of a cudaMalloc range faults, a system call handed one
-// fails with EFAULT, and the runtime's own copies still reach it; copies and memsets a GPU
-// could not do are refused; a child forked after CUDA was initialised cannot use it. Without this, a simulated
-// test could pass a zcx path that touches device memory from the CPU and crashes on a GPU.
-// Runs against the simulated runtime only (ctest entry zcx_fake_cuda_simulated).
+// The simulated CUDA runtime fails where a GPU would: a host read of a cudaMalloc range
+// faults and a system call handed one fails with EFAULT, while the runtime's own copies still
+// reach it (fake_cuda_access.cc); copies and memsets a GPU could not do are refused; a child
+// forked after CUDA was initialised cannot use it. Without this, a simulated test could pass
+// a zcx path that crashes on a GPU. Runs against the simulated runtime only (ctest entry
+// zcx_fake_cuda_simulated).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,16 +19,24 @@
 namespace zcx::gpu_test {
 namespace {
 
-TEST(SimulatedCuda, HostCodeCannotTouchDeviceMemory) {
-  std::string why;
-  const CudaApi* api = cuda_shim_load(&why);
-  ASSERT_NE(api, nullptr) << why;
-  FakeCounter guarded = fake_counter("fake_cuda_device_guarded");
-  ASSERT_NE(guarded, nullptr) << "the loaded CUDA runtime is not the simulated one";
+class SimulatedCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    api = cuda_shim_load(&why);
+    ASSERT_NE(api, nullptr) << why;
+    guarded = fake_counter("fake_cuda_device_guarded");
+    ASSERT_NE(guarded, nullptr) << "the loaded CUDA runtime is not the simulated one";
+  }
+  const CudaApi* api = nullptr;
+  FakeCounter guarded = nullptr;
+};
+
+TEST_F(SimulatedCuda, HostCodeCannotTouchDeviceMemory) {
   void* dev = nullptr;
   ASSERT_EQ(api->mem_alloc(&dev, 4096), cudaSuccess);
   if (guarded() == 0) {
-    std::printf("[  SKIPPED ] no memory protection keys here: device memory is open to host code\n");
+    std::printf("[  SKIPPED ] no memory protection keys: device memory is open to host code\n");
     (void)api->mem_free(dev);
     GTEST_SKIP() << "no memory protection keys (pku) on this machine";
   }
@@ -55,11 +63,7 @@ TEST(SimulatedCuda, HostCodeCannotTouchDeviceMemory) {
 
 // A GPU leaves a copy whose kind contradicts its pointers undefined, and a memset or kernel
 // on pageable host memory faults: the simulator refuses both rather than doing them anyway.
-TEST(SimulatedCuda, CopiesAndMemsetsTheDeviceCouldNotDoAreRefused) {
-  std::string why;
-  const CudaApi* api = cuda_shim_load(&why);
-  ASSERT_NE(api, nullptr) << why;
-  ASSERT_NE(fake_counter("fake_cuda_device_guarded"), nullptr) << "not the simulated runtime";
+TEST_F(SimulatedCuda, CopiesAndMemsetsTheDeviceCouldNotDoAreRefused) {
   void* dev = nullptr;
   ASSERT_EQ(api->mem_alloc(&dev, 256), cudaSuccess);
   std::vector<uint8_t> host(8192);
@@ -75,11 +79,7 @@ TEST(SimulatedCuda, CopiesAndMemsetsTheDeviceCouldNotDoAreRefused) {
 
 // CUDA does not survive fork: the child of a process that initialised it gets an
 // initialisation error, here as on a GPU, so a test that forks its ranks too late fails.
-TEST(SimulatedCuda, AChildForkedAfterInitialisationCannotUseCuda) {
-  std::string why;
-  const CudaApi* api = cuda_shim_load(&why);
-  ASSERT_NE(api, nullptr) << why;
-  ASSERT_NE(fake_counter("fake_cuda_device_guarded"), nullptr) << "not the simulated runtime";
+TEST_F(SimulatedCuda, AChildForkedAfterInitialisationCannotUseCuda) {
   int n = 0;
   ASSERT_EQ(api->get_device_count(&n), cudaSuccess);
   pid_t pid = fork();
