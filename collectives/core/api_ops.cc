@@ -8,9 +8,14 @@
 #include "core/comm.h"
 
 #include <zcx/coll.h>
+#include <zcx/config.h>
 
 #include <memory>
 #include <vector>
+
+#if ZCX_HAVE_CUDA
+#include "common/dl/cuda_shim.h"
+#endif
 
 namespace zcx::coll {
 namespace {
@@ -60,6 +65,19 @@ Status check_gpu_call(zcx_comm* c, const OpArgs& a) {
   return Status::kSuccess;
 }
 
+// A call without a stream runs on host buffers, which the CPU reads and writes (it faults on
+// device memory): a GPU buffer there is an error, not a crash. Checked where zcx has loaded
+// CUDA (cuda_is_device_memory), then the call waits its turn behind stream-ordered ones.
+Status host_call(zcx_comm* c, [[maybe_unused]] const OpArgs& a) {
+#if ZCX_HAVE_CUDA
+  for (const void* p : {a.sendbuf, static_cast<const void*>(a.recvbuf)})
+    ZCX_CHECK_ARG(a.count == 0 || !cuda_is_device_memory(p), kLogColl,
+                  "%s: buffer %p is GPU memory; a call on device buffers takes the CUDA stream "
+                  "it is ordered on", coll_kind_name(a.kind), p);
+#endif
+  return host_turn(c);
+}
+
 // A call with a CUDA stream (gpu_runner.h): device buffers, ordered after the stream's
 // earlier work; queued (asynchronous) or complete when it returns (ZCX_GPU_ASYNC=0).
 Status post_stream(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_t* req) {
@@ -75,7 +93,7 @@ Status post(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_request_
   ZCX_TRY(scope.status());
   ZCX_TRY(check_args(c, a));
   if (stream != nullptr) return post_stream(c, a, stream, req);
-  ZCX_TRY(host_turn(c));
+  ZCX_TRY(host_call(c, a));
   if (req == nullptr) return c->comm->run(a);
   std::shared_ptr<Op> op;
   ZCX_TRY(c->comm->post(a, &op));
@@ -93,7 +111,7 @@ Status group_add(zcx_comm* c, const OpArgs& a, zcx_stream_t stream) {
   if (!g.calls.empty() && g.stream != stream)
     return g.error = set_error(Status::kInvalidUsage, kLogColl,
                                "the calls of a group take one CUDA stream, or all none");
-  Status st = stream != nullptr ? check_gpu_call(c, a) : host_turn(c);
+  Status st = stream != nullptr ? check_gpu_call(c, a) : host_call(c, a);
   if (st != Status::kSuccess) return g.error = st;
   g.comm = c, g.stream = stream;
   g.calls.push_back(a);
@@ -107,7 +125,7 @@ Status post_p2p(zcx_comm* c, const OpArgs& a, zcx_stream_t stream, zcx_coll_requ
   ZCX_CHECK_ARG(a.count == 0 || a.sendbuf || a.recvbuf, kLogColl, "NULL buffer");
   if (t_group.depth > 0 && req == nullptr) return group_add(c, a, stream);
   if (stream != nullptr) return post_stream(c, a, stream, req);
-  ZCX_TRY(host_turn(c));
+  ZCX_TRY(host_call(c, a));
   std::shared_ptr<Op> op;
   ZCX_TRY(c->comm->post_group({a}, &op));
   if (req == nullptr) return c->comm->wait(*op);

@@ -2,42 +2,23 @@
 // the CPU-only dev/CI VM: it has only been compiled, not tested.
 //  - CUDA registration needs a peer-memory module (nvidia_peermem / nv_mem) for ibv_reg_mr
 //    on device pointers, or dmabuf: cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr.
-//  - libcuda is loaded at run time (libzcx never links it).
+//  - libcuda is loaded at run time through the one CUDA shim (common/dl/cuda_shim.h), which
+//    libzcx never links; cuMemGetHandleForAddressRange is optional there (CUDA 11.7+).
 #include "ib/ib.h"
 
-#include "common/dl/dl.h"
 #include "common/log.h"
 #include "zcx/config.h"
 
 #include <unistd.h>
 
-#include <mutex>
-
 #if ZCX_HAVE_CUDA
-#include <cuda.h>
+#include "common/dl/cuda_shim.h"
 #endif
 
 namespace zcx::ib {
 
 #if ZCX_HAVE_CUDA
 namespace {
-
-struct CudaApi {
-  DlLibrary lib;
-  CUresult (*get_handle)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
-  bool loaded = false;
-};
-
-CudaApi* cuda_api() {
-  static CudaApi* api = new CudaApi();
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (api->lib.open({"libcuda.so.1", "libcuda.so"}) &&
-        api->lib.symbol("cuMemGetHandleForAddressRange", api->get_handle))
-      api->loaded = true;
-  });
-  return api->loaded ? api : nullptr;
-}
 
 bool peer_memory_present() {
   return access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
@@ -49,7 +30,8 @@ bool peer_memory_present() {
 // something other than "not supported" (NCCL's test).
 bool dmabuf_supported(Device* dev) {
   const IbvApi* api = ibv_shim();
-  if (api == nullptr || api->reg_dmabuf_mr == nullptr || cuda_api() == nullptr) return false;
+  if (api == nullptr || api->reg_dmabuf_mr == nullptr || cuda_dmabuf_export(nullptr) == nullptr)
+    return false;
   errno = 0;
   ibv_mr* mr = api->reg_dmabuf_mr(dev->pd, 0, 4096, 0, -1, 0);
   if (mr != nullptr) {
@@ -69,15 +51,18 @@ uint32_t cuda_mem_kinds(Device* dev) {
 }
 
 Status cuda_dmabuf_fd(void* data, size_t size, int* fd, uint64_t* offset) {
-  CudaApi* api = cuda_api();
-  if (api == nullptr)
-    return set_error(Status::kUnsupported, kLog, "ib: libcuda without cuMemGetHandleForAddressRange");
+  std::string why;
+  auto get_handle = cuda_dmabuf_export(&why);
+  if (get_handle == nullptr)
+    return set_error(Status::kUnsupported, kLog, "ib: no dmabuf export of GPU memory: %s",
+                     why.c_str());
   long page = sysconf(_SC_PAGESIZE);
   uintptr_t base = reinterpret_cast<uintptr_t>(data) & ~static_cast<uintptr_t>(page - 1);
-  size_t len = (reinterpret_cast<uintptr_t>(data) + size - base + page - 1) & ~static_cast<size_t>(page - 1);
+  size_t len = (reinterpret_cast<uintptr_t>(data) + size - base + page - 1) &
+               ~static_cast<size_t>(page - 1);
   int out = -1;
-  CUresult rc = api->get_handle(&out, static_cast<CUdeviceptr>(base), len,
-                                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  CUresult rc = get_handle(&out, static_cast<CUdeviceptr>(base), len,
+                           CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   if (rc != CUDA_SUCCESS)
     return set_error(Status::kSystem, kLog,
                      "ib: cuMemGetHandleForAddressRange(%p, %zu) failed with CUresult %d",

@@ -206,13 +206,21 @@ FAKE_API CUresult cuCtxGetCurrent(CUcontext* c) {
   *c = t_context ? reinterpret_cast<CUcontext>(&t_context) : nullptr;
   return CUDA_SUCCESS;
 }
+// Buffer id, memory type and managed (never: the simulator has no managed memory); a pointer
+// the runtime did not allocate is CUDA_ERROR_INVALID_VALUE, as unregistered host memory is.
 FAKE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {
-  if (attr != CU_POINTER_ATTRIBUTE_BUFFER_ID) return CUDA_ERROR_NOT_SUPPORTED;
   std::lock_guard<std::mutex> lock(g_alloc_mu);
   uintptr_t base = 0;
   const Allocation* a = find_alloc(reinterpret_cast<void*>(p), &base);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *static_cast<unsigned long long*>(data) = a->id;
+  switch (attr) {
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *static_cast<unsigned long long*>(data) = a->id; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) = a->device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<unsigned*>(data) = 0; break;
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {

@@ -4,6 +4,7 @@
 #include "common/dl/dl.h"
 #include "common/log.h"
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 
@@ -21,7 +22,9 @@ struct Loaded {
   DlLibrary driver;
   DlLibrary runtime;
   CudaApi api{};
-  const CudaApi* ready = nullptr;
+  bool driver_ready = false;  // the driver's entry points are in api (under mu)
+  // Set once, under mu, when both libraries resolved; read without the lock (never unset).
+  std::atomic<const CudaApi*> ready{nullptr};
 };
 
 Loaded& loaded() {
@@ -31,6 +34,8 @@ Loaded& loaded() {
 
 // Versioned driver names are spelled out: dlsym sees symbols, not cuda.h's macros.
 bool resolve_driver(DlLibrary& d, CudaApi* a, std::string* why) {
+  // Optional: drivers before CUDA 11.7 lack it; null then (ib's dmabuf registration checks).
+  (void)d.symbol("cuMemGetHandleForAddressRange", a->cu_mem_get_handle_for_address_range);
   return d.need("cuInit", a->cu_init, why) &&
          d.need("cuGetErrorName", a->cu_get_error_name, why) &&
          d.need("cuGetErrorString", a->cu_get_error_string, why) &&
@@ -94,18 +99,35 @@ bool resolve_runtime_streams(DlLibrary& r, CudaApi* a, std::string* why) {
          r.need("cudaEventElapsedTime", a->event_elapsed_time, why);
 }
 
-bool open_both(Loaded& l, std::string* why) {
-  std::string drv = driver_library.get(), rt = runtime_library.get();
+// The driver alone (under l.mu): what ib's GPU registration needs, where a job's CUDA
+// runtime may be one libzcx cannot find by name (NCCL links its own statically).
+bool load_driver(Loaded& l, std::string* why) {
+  if (l.driver_ready) return true;
+  std::string drv = driver_library.get();
   if (!l.driver.open({drv.c_str()})) {
     if (why) *why = "no CUDA driver: " + l.driver.error();
     return false;
   }
-  if (!l.runtime.open({rt.c_str()})) {
-    if (why) *why = "no CUDA runtime: " + l.runtime.error();
+  if (!resolve_driver(l.driver, &l.api, why)) {
     l.driver.reset();
     return false;
   }
+  l.driver_ready = true;
   return true;
+}
+
+bool load_runtime(Loaded& l, std::string* why) {
+  std::string rt = runtime_library.get();
+  if (!l.runtime.open({rt.c_str()})) {
+    if (why) *why = "no CUDA runtime: " + l.runtime.error();
+    return false;
+  }
+  if (resolve_runtime_devices(l.runtime, &l.api, why) &&
+      resolve_runtime_memory(l.runtime, &l.api, why) &&
+      resolve_runtime_streams(l.runtime, &l.api, why))
+    return true;
+  l.runtime.reset();
+  return false;
 }
 
 }  // namespace
@@ -113,27 +135,39 @@ bool open_both(Loaded& l, std::string* why) {
 const CudaApi* cuda_shim_load(std::string* why) {
   Loaded& l = loaded();
   std::lock_guard<std::mutex> lock(l.mu);
-  if (l.ready != nullptr) return l.ready;
-  if (!open_both(l, why)) return nullptr;
-  CudaApi api{};
-  if (!resolve_driver(l.driver, &api, why) || !resolve_runtime_devices(l.runtime, &api, why) ||
-      !resolve_runtime_memory(l.runtime, &api, why) ||
-      !resolve_runtime_streams(l.runtime, &api, why)) {
-    l.runtime.reset();
-    l.driver.reset();
-    return nullptr;
-  }
-  l.api = api;
-  l.ready = &l.api;
+  if (const CudaApi* api = l.ready.load()) return api;
+  if (!load_driver(l, why) || !load_runtime(l, why)) return nullptr;
+  l.ready.store(&l.api);
   ZCX_INFO(kLogCuda, "loaded %s and %s", l.driver.loaded_name().c_str(),
            l.runtime.loaded_name().c_str());
-  return l.ready;
+  return &l.api;
 }
 
-const CudaApi* cuda_shim() {
+const CudaApi* cuda_shim() { return loaded().ready.load(); }
+
+decltype(&::cuMemGetHandleForAddressRange) cuda_dmabuf_export(std::string* why) {
   Loaded& l = loaded();
   std::lock_guard<std::mutex> lock(l.mu);
-  return l.ready;
+  if (!load_driver(l, why)) return nullptr;
+  if (l.api.cu_mem_get_handle_for_address_range == nullptr && why != nullptr)
+    *why = "the CUDA driver has no cuMemGetHandleForAddressRange (before CUDA 11.7)";
+  return l.api.cu_mem_get_handle_for_address_range;
+}
+
+// Driver queries: they need no current context, so the check never makes one (a runtime
+// query would bind the calling thread to device 0's primary context). A driver nobody
+// initialised knows no device memory and answers an error: false.
+bool cuda_is_device_memory(const void* p) {
+  const CudaApi* api = cuda_shim();
+  if (api == nullptr || p == nullptr) return false;
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  unsigned type = 0, managed = 0;
+  return api->cu_pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, at) ==
+             CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_DEVICE &&
+         api->cu_pointer_get_attribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, at) ==
+             CUDA_SUCCESS &&
+         managed == 0;
 }
 
 int cuda_device_count(std::string* why) {

@@ -42,6 +42,7 @@ struct CudaApi {
   decltype(&::cuMemSetAccess) cu_mem_set_access;
   decltype(&::cuMemCreate) cu_mem_create;
   decltype(&::cuMemGetAllocationGranularity) cu_mem_get_allocation_granularity;
+  decltype(&::cuMemGetHandleForAddressRange) cu_mem_get_handle_for_address_range;  // or null
   // Runtime: devices, IPC handles, copies, streams and events.
   decltype(&::cudaGetErrorName) get_error_name;
   decltype(&::cudaGetErrorString) get_error_string;
@@ -82,8 +83,17 @@ struct CudaApi {
 // missing ("no CUDA driver: libcuda.so.1: cannot open shared object file ..."). A failed
 // load is retried on the next call; a successful one is kept for the life of the process.
 const CudaApi* cuda_shim_load(std::string* why);
-// The loaded table, nullptr before a successful cuda_shim_load.
+// The loaded table, nullptr before a successful cuda_shim_load. Lock-free.
 const CudaApi* cuda_shim();
+// The driver's dmabuf export (cuMemGetHandleForAddressRange), loading the driver alone if
+// need be: ib registers GPU memory with it where the job's CUDA runtime is not one libzcx
+// can load. nullptr, and *why, without a driver or where the driver lacks it.
+decltype(&::cuMemGetHandleForAddressRange) cuda_dmabuf_export(std::string* why);
+// Whether p is device memory (cudaMalloc, cuMemCreate, an IPC mapping), asked of the driver
+// without making a context; false while the shim is not loaded, so that a host-only process
+// never makes a CUDA call for it. Managed memory is not device memory here: the host may
+// touch it.
+bool cuda_is_device_memory(const void* p);
 
 // One line for zcx-info and test skips: "2 CUDA devices (driver 13.0, runtime 13.0)",
 // "no CUDA driver (...)" or "CUDA driver loaded, no device (...)". Never fails.

@@ -1,0 +1,96 @@
+// Device buffers handed to calls that take host memory: zcx_isend, zcx_irecv and
+// zcx_mem_register, and a collective or send/recv without a CUDA stream. The providers and
+// the host schedules copy those buffers with the CPU, which faults on device memory; each
+// call must fail with ZCX_ERR_INVALID_ARG saying the buffer is GPU memory, and the same
+// collective with a stream must still work afterwards. One rank, one process (no fork after
+// CUDA is initialised). Runs on a GPU (label gpu) and against the simulated runtime, whose
+// device memory faults on host access as a GPU's does (zcx_gpu_misuse_simulated).
+#include <gtest/gtest.h>
+#include <zcx/coll.h>
+#include <zcx/zcx.h>
+
+#include <string>
+#include <vector>
+
+#include "cuda_ipc_util.h"
+#include "gpu_test_util.h"
+
+namespace zcx::gpu_test {
+namespace {
+
+bool says_gpu_memory() {
+  return std::string(zcx_get_last_error()).find("is GPU memory") != std::string::npos;
+}
+
+class GpuMisuse : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ZCX_REQUIRE_GPUS(1);
+    std::string why;
+    api = cuda_shim_load(&why);
+    ASSERT_NE(api, nullptr) << why;
+    ASSERT_EQ(api->set_device(0), cudaSuccess);
+    zcx_unique_id_t id;
+    ASSERT_EQ(zcx_get_unique_id(&id), ZCX_SUCCESS) << zcx_get_last_error();
+    ASSERT_EQ(zcx_comm_init_rank(&comm, 1, &id, 0, nullptr), ZCX_SUCCESS) << zcx_get_last_error();
+  }
+  void TearDown() override {
+    if (comm != nullptr) {
+      EXPECT_EQ(zcx_comm_destroy(comm), ZCX_SUCCESS) << zcx_get_last_error();
+    }
+  }
+  const CudaApi* api = nullptr;
+  zcx_comm_t comm = nullptr;
+};
+
+TEST_F(GpuMisuse, PointToPointCallsRefuseDeviceBuffers) {
+  zcx_unique_id_t id;
+  ASSERT_EQ(zcx_get_unique_id(&id), ZCX_SUCCESS);
+  zcx_context_t ctx = nullptr;
+  ASSERT_EQ(zcx_init_rank(&ctx, 1, &id, 0), ZCX_SUCCESS) << zcx_get_last_error();
+  zcx_endpoint_t ep = nullptr;
+  ASSERT_EQ(zcx_endpoint_get(ctx, 0, &ep), ZCX_SUCCESS) << zcx_get_last_error();
+  DeviceBuffer dev(Alloc::kCudaMalloc, 0, 4096);
+  ASSERT_TRUE(dev.ok());
+  zcx_request_t req = nullptr;
+  EXPECT_EQ(zcx_isend(ep, dev.data(), 4096, &req), ZCX_ERR_INVALID_ARG);
+  EXPECT_TRUE(says_gpu_memory()) << zcx_get_last_error();
+  EXPECT_EQ(zcx_irecv(ep, dev.data() + 64, 64, &req), ZCX_ERR_INVALID_ARG);
+  EXPECT_TRUE(says_gpu_memory()) << zcx_get_last_error();
+  zcx_memreg_t reg = nullptr;
+  EXPECT_EQ(zcx_mem_register(ctx, dev.data(), 4096, &reg), ZCX_ERR_INVALID_ARG);
+  EXPECT_TRUE(says_gpu_memory()) << zcx_get_last_error();
+  char host[8] = "host";  // host memory still goes: a self-send
+  ASSERT_EQ(zcx_isend(ep, host, sizeof host, &req), ZCX_SUCCESS) << zcx_get_last_error();
+  char got[8] = {};
+  EXPECT_EQ(zcx_recv(ep, got, sizeof got, nullptr), ZCX_SUCCESS) << zcx_get_last_error();
+  EXPECT_EQ(zcx_wait(req, nullptr), ZCX_SUCCESS) << zcx_get_last_error();
+  EXPECT_STREQ(got, "host");
+  EXPECT_EQ(zcx_finalize(ctx), ZCX_SUCCESS) << zcx_get_last_error();
+}
+
+TEST_F(GpuMisuse, CallsWithoutAStreamRefuseDeviceBuffersAndWithOneRun) {
+  constexpr size_t kCount = 256;
+  DeviceBuffer dev(Alloc::kCudaMalloc, 0, kCount * 4);
+  ASSERT_TRUE(dev.ok());
+  EXPECT_EQ(zcx_allreduce(dev.data(), dev.data(), kCount, ZCX_INT32, ZCX_SUM, comm, nullptr),
+            ZCX_ERR_INVALID_ARG);
+  EXPECT_TRUE(says_gpu_memory()) << zcx_get_last_error();
+  EXPECT_EQ(zcx_broadcast(dev.data(), dev.data(), kCount, ZCX_INT32, 0, comm, nullptr),
+            ZCX_ERR_INVALID_ARG);
+  EXPECT_TRUE(says_gpu_memory()) << zcx_get_last_error();
+  std::vector<int32_t> host(kCount, 7);
+  ASSERT_EQ(api->copy(dev.data(), host.data(), kCount * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(api->stream_create_with_flags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(zcx_allreduce(dev.data(), dev.data(), kCount, ZCX_INT32, ZCX_SUM, comm, stream),
+            ZCX_SUCCESS) << zcx_get_last_error();
+  EXPECT_EQ(api->stream_synchronize(stream), cudaSuccess);
+  std::vector<int32_t> out(kCount, 0);
+  ASSERT_EQ(api->copy(out.data(), dev.data(), kCount * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(out, host) << "one rank's allreduce leaves its values";
+  EXPECT_EQ(api->stream_destroy(stream), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace zcx::gpu_test
