@@ -11,7 +11,8 @@
 #      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc and
 #      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified; stream-ordered
 #      collectives and send/recv on device buffers (coll_gpu_test), over cuda_ipc and staged,
-#      asynchronous (the default); the asynchronous calls' own cases (coll_gpu_async_test)
+#      asynchronous (the default); the asynchronous calls' own cases (coll_gpu_async_test);
+#      device buffers given to calls that take host memory are refused (gpu_misuse_test)
 #   4b. coll_gpu_test once more with ZCX_GPU_ASYNC=0 (the synchronous fallback)
 #   5. zcx-perf coll allreduce --device gpu (device buffers, stream-ordered calls, every
 #      result checked): 2 and 4 ranks over cuda_ipc, 2 ranks with ZCX_GPU_STAGING=1, 2 ranks
@@ -59,8 +60,8 @@ timeout 300 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebI
   -DZCX_WERROR="${WERROR:-ON}" "${prefix[@]}" -DZCX_WITH_TESTS=ON -DZCX_WITH_CUDA=ON -DZCX_WITH_MPI=OFF >"$build.cmake.log" 2>&1 ||
   { tail -30 "$build.cmake.log"; fail "cmake"; }
 timeout -s KILL 900 cmake --build "$build" -j "$jobs" --target zcx zcx-info zcx_gpu_reduce_test \
-  zcx_gpu_cuda_ipc_test zcx_gpu_coll_test zcx_gpu_coll_async_test zcx-gpu-bench zcx-gpu-probe \
-  zcx-run zcx-perf || fail "build"
+  zcx_gpu_cuda_ipc_test zcx_gpu_coll_test zcx_gpu_coll_async_test zcx_gpu_misuse_test \
+  zcx-gpu-bench zcx-gpu-probe zcx-run zcx-perf || fail "build"
 if timeout 30 ldd "$build"/transport/libzcx.so | grep -E "libcuda|libcudart"; then
   fail "libzcx.so links the CUDA driver or runtime"
 fi
