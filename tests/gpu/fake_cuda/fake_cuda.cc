@@ -14,7 +14,7 @@
 // range freed last when the size fits; opening the handle of such a reused range while this
 // process still maps the old allocation there fails with cudaErrorAlreadyMapped (what UCX's
 // cuda_ipc cache meets; zcx-gpu-probe's "reopen" tells what a real driver does). VMM (cuMem*)
-// calls fail with CUDA_ERROR_NOT_SUPPORTED.
+// calls fail with CUDA_ERROR_NOT_SUPPORTED (fake_cuda_stubs.cc, with the error strings).
 #include "fake_cuda.h"
 
 #include <fcntl.h>
@@ -186,18 +186,6 @@ bool make_current() {
 FAKE_API CUresult cuInit(unsigned) {
   return initialise() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
-FAKE_API CUresult cuGetErrorName(CUresult e, const char** s) {
-  *s = e == CUDA_SUCCESS ? "CUDA_SUCCESS"
-       : e == CUDA_ERROR_NOT_INITIALIZED ? "CUDA_ERROR_NOT_INITIALIZED" : "CUDA_ERROR_FAKE";
-  return CUDA_SUCCESS;
-}
-FAKE_API CUresult cuGetErrorString(CUresult e, const char** s) {
-  *s = e == CUDA_SUCCESS ? "no error"
-       : e == CUDA_ERROR_NOT_INITIALIZED
-           ? "initialization error (CUDA was initialised before this process was forked)"
-           : "not supported by the simulated CUDA runtime";
-  return CUDA_SUCCESS;
-}
 FAKE_API CUresult cuDriverGetVersion(int* v) {
   *v = 13000;
   return CUDA_SUCCESS;
@@ -231,43 +219,7 @@ FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdev
   *base = b, *size = a->size;
   return CUDA_SUCCESS;
 }
-// Virtual memory management (cuMem*): not simulated.
-using Handle = CUmemGenericAllocationHandle;
-constexpr CUresult kNo = CUDA_ERROR_NOT_SUPPORTED;
-FAKE_API CUresult cuMemRetainAllocationHandle(Handle*, void*) { return kNo; }
-FAKE_API CUresult cuMemRelease(Handle) { return kNo; }
-FAKE_API CUresult cuMemExportToShareableHandle(void*, Handle, CUmemAllocationHandleType,
-                                               unsigned long long) { return kNo; }
-FAKE_API CUresult cuMemImportFromShareableHandle(Handle*, void*, CUmemAllocationHandleType) {
-  return kNo;
-}
-FAKE_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp*, Handle) {
-  return kNo;
-}
-FAKE_API CUresult cuMemAddressReserve(CUdeviceptr*, size_t, size_t, CUdeviceptr,
-                                      unsigned long long) { return kNo; }
-FAKE_API CUresult cuMemAddressFree(CUdeviceptr, size_t) { return kNo; }
-FAKE_API CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long) { return kNo; }
-FAKE_API CUresult cuMemUnmap(CUdeviceptr, size_t) { return kNo; }
-FAKE_API CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) { return kNo; }
-FAKE_API CUresult cuMemCreate(Handle*, size_t, const CUmemAllocationProp*, unsigned long long) {
-  return kNo;
-}
-FAKE_API CUresult cuMemGetAllocationGranularity(size_t*, const CUmemAllocationProp*,
-                                                CUmemAllocationGranularity_flags) { return kNo; }
-
 // ---- runtime ----
-FAKE_API const char* cudaGetErrorName(cudaError_t e) {
-  if (e == cudaErrorAlreadyMapped) return "cudaErrorAlreadyMapped";
-  if (e == cudaErrorInitializationError) return "cudaErrorInitializationError";
-  return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
-}
-FAKE_API const char* cudaGetErrorString(cudaError_t e) {
-  if (e == cudaErrorAlreadyMapped) return "resource already mapped";
-  if (e == cudaErrorInitializationError)
-    return "initialization error (CUDA was initialised before this process was forked)";
-  return e == cudaSuccess ? "no error" : "not supported by the simulated CUDA runtime";
-}
 FAKE_API cudaError_t cudaRuntimeGetVersion(int* v) {
   *v = 13000;
   return cudaSuccess;
