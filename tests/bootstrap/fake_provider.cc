@@ -1,12 +1,10 @@
 #include "bootstrap/fake_provider.h"
 
 #include "base/handle.h"
+#include "common/simulated_cuda.h"
 #include "common/status.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -37,11 +35,8 @@ using CopyFn = void (*)(void*, const void*, size_t);
 CopyFn simulated_dma_copy() {
   static std::atomic<CopyFn> found{nullptr};
   if (CopyFn fn = found.load()) return fn;
-  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
-  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  auto fn = h ? reinterpret_cast<CopyFn>(dlsym(h, "fake_cuda_dma_copy")) : nullptr;
-  if (fn != nullptr) found.store(fn);  // keeps the NOLOAD reference: the runtime stays loaded
-  else if (h != nullptr) dlclose(h);
+  CopyFn fn = simulated_cuda_symbol<CopyFn>("fake_cuda_dma_copy");
+  if (fn != nullptr) found.store(fn);
   return fn;
 }
 

@@ -14,8 +14,6 @@
 #include <zcx/coll.h>
 #include <zcx/zcx.h>
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -34,15 +32,9 @@ namespace {
 constexpr int kRanks = 3;                      // a ring with a middle rank, and a tree
 constexpr size_t kCounts[] = {1, 1000, 1 << 18};  // int32 elements: one chunk and many
 
-using FlushCounter = long (*)();
-
 // The simulated runtime's count of cudaDeviceFlushGPUDirectRDMAWrites calls, or nullptr
 // when the loaded runtime is a real one.
-FlushCounter simulated_flush_counter() {
-  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
-  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  return h ? reinterpret_cast<FlushCounter>(dlsym(h, "fake_cuda_gdr_flushes")) : nullptr;
-}
+using FlushCounter = FakeCounter;
 
 template <typename Fail>
 bool allreduce_once(const CudaApi* api, zcx_comm_t comm, cudaStream_t stream,
@@ -124,7 +116,7 @@ class CollGpuDirect : public ::testing::Test {
     ZCX_REQUIRE_GPUS(1);
     std::string why;
     ASSERT_NE(cuda_shim_load(&why), nullptr) << why;  // loads the runtime into this process
-    flushes_ = simulated_flush_counter();
+    flushes_ = fake_counter("fake_cuda_gdr_flushes");
     if (flushes_ == nullptr) {
       std::printf("[  SKIPPED ] fakegdr copies GPU memory with memcpy: this needs the "
                   "simulated CUDA runtime (ctest zcx_gpu_coll_gdr_simulated)\n");

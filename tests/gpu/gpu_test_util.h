@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/dl/cuda_shim.h"
 #include "common/fork_shared.h"
+#include "common/simulated_cuda.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -49,9 +50,7 @@ inline Probe probe_gpus() {
 // real CUDA runtime.
 using FakeCounter = long (*)();
 inline FakeCounter fake_counter(const char* name) {
-  const char* lib = std::getenv("ZCX_CUDA_RUNTIME_LIBRARY");
-  void* h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  return h ? reinterpret_cast<FakeCounter>(dlsym(h, name)) : nullptr;
+  return test::simulated_cuda_symbol<FakeCounter>(name);
 }
 
 // Cached per test binary.
