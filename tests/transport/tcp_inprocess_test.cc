@@ -4,6 +4,7 @@
 #include "base/registry.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "tcp/tcp.h"
 #include "transport/provider_util.h"
 #include "transport/tcp_two_ranks.h"
 
@@ -48,6 +49,31 @@ class TcpInProcess : public TcpTwoRanks {
     EXPECT_EQ(sizes[1], size);
     EXPECT_EQ(check_pattern(dst.data(), size, 0), "");
     EXPECT_EQ(dst[size], 0xee) << "wrote past the message";
+  }
+
+  // `count` messages of up to 20000 bytes in flight at once, each verified; waited for in
+  // reverse order.
+  void many_in_flight(int count) {
+    std::vector<std::vector<uint8_t>> src(count), dst(count);
+    std::vector<void*> reqs;
+    for (int i = 0; i < count; ++i) {
+      size_t size = (static_cast<size_t>(i) * 7919) % 20000;
+      src[i].resize(size);
+      fill_pattern(src[i].data(), size, i);
+      dst[i].assign(20000, 0);
+      void* buf = dst[i].data();
+      size_t cap = dst[i].size();
+      int tag = i;
+      void *r, *s;
+      ASSERT_EQ(post_recv(ops_, recv_, 1, &buf, &cap, &tag, nullptr, &r), ZCX_SUCCESS);
+      ASSERT_EQ(post_send(ops_, send_, src[i].data(), size, i, nullptr, &s), ZCX_SUCCESS);
+      reqs.push_back(r);
+      reqs.push_back(s);
+    }
+    std::reverse(reqs.begin(), reqs.end());
+    ASSERT_EQ(wait_requests(ops_, reqs, nullptr), ZCX_SUCCESS) << zcx_get_last_error();
+    for (int i = 0; i < count; ++i)
+      EXPECT_EQ(check_pattern(dst[i].data(), src[i].size(), i), "");
   }
 
   void* send_ = nullptr;
@@ -123,28 +149,7 @@ TEST_F(TcpInProcess, GroupedReceiveMatchesByTag) {
   }
 }
 
-TEST_F(TcpInProcess, ManyRequestsInFlightCompleteInAnyOrder) {
-  constexpr int kN = 300;
-  std::vector<std::vector<uint8_t>> src(kN), dst(kN);
-  std::vector<void*> reqs;
-  for (int i = 0; i < kN; ++i) {
-    size_t size = (static_cast<size_t>(i) * 7919) % 20000;
-    src[i].resize(size);
-    fill_pattern(src[i].data(), size, i);
-    dst[i].assign(20000, 0);
-    void* buf = dst[i].data();
-    size_t cap = dst[i].size();
-    int tag = i;
-    void *r, *s;
-    ASSERT_EQ(post_recv(ops_, recv_, 1, &buf, &cap, &tag, nullptr, &r), ZCX_SUCCESS);
-    ASSERT_EQ(post_send(ops_, send_, src[i].data(), size, i, nullptr, &s), ZCX_SUCCESS);
-    reqs.push_back(r);
-    reqs.push_back(s);
-  }
-  std::reverse(reqs.begin(), reqs.end());
-  ASSERT_EQ(wait_requests(ops_, reqs, nullptr), ZCX_SUCCESS) << zcx_get_last_error();
-  for (int i = 0; i < kN; ++i) EXPECT_EQ(check_pattern(dst[i].data(), src[i].size(), i), "");
-}
+TEST_F(TcpInProcess, ManyRequestsInFlightCompleteInAnyOrder) { many_in_flight(300); }
 
 // One test() call moves a bounded amount (tcp_progress.cc: 2 MiB per socket) however much
 // the socket holds: a peer that keeps the socket full must not keep the caller inside one
@@ -342,6 +347,26 @@ TEST_F(TcpInProcess, StripingWorksForEverySocketCountAndChunk) {
       ASSERT_EQ(connect_pair(a_, b_, &send_, &recv_), ZCX_SUCCESS) << zcx_get_last_error();
       for (size_t size : {size_t{1024}, size_t{1025}, size_t{8191}, size_t{300001}})
         transfer(size);
+    }
+  }
+}
+
+// Sends to a peer on this host go to the kernel in pieces of at most ZCX_TCP_SEND_MAX bytes
+// (160K by default, tcp_config.cc); any bound, even one shorter than a header, keeps every
+// message intact, small batched ones included.
+TEST_F(TcpInProcess, SendsToThisHostGoInBoundedPieces) {
+  EXPECT_EQ(static_cast<tcp::Comm*>(send_)->send_max, size_t{160} * 1024);
+  for (const char* bound : {"10", "4097"}) {
+    for (const char* nsocks : {"1", "3"}) {
+      config::ScopedOverride sm("ZCX_TCP_SEND_MAX", bound);
+      config::ScopedOverride ns("ZCX_TCP_NSOCKS", nsocks);
+      SCOPED_TRACE(std::string("bound ") + bound + ", " + nsocks + " sockets");
+      ASSERT_EQ(ops_->close_send(send_), ZCX_SUCCESS);
+      ASSERT_EQ(ops_->close_recv(recv_), ZCX_SUCCESS);
+      ASSERT_EQ(connect_pair(a_, b_, &send_, &recv_), ZCX_SUCCESS) << zcx_get_last_error();
+      EXPECT_EQ(static_cast<tcp::Comm*>(send_)->send_max, std::stoul(bound));
+      for (size_t size : {size_t{0}, size_t{9}, size_t{4097}, size_t{300001}}) transfer(size);
+      many_in_flight(40);
     }
   }
 }

@@ -6,7 +6,7 @@
 # Targets: zcx 64 MiB bandwidth >= 1.2 x Open MPI tcp; zcx 8 B latency <= 4 us.
 # For context it also prints zcx with one connection per direction (ZCX_DUPLEX_WAIT=0) and
 # the kernel's loopback floor: tools/perf/tcp_pingpong.c, no library, over one socket and
-# over two, and a one-way stream. The VM's speed drifts within minutes, so the repetitions
+# over two, and a one-way stream, whole and in zcx's 160K pieces. The VM's speed drifts within minutes, so the repetitions
 # run in rounds, each round every measurement once: a drift reaches every column alike.
 #
 # usage: tools/perf/compare.sh [--build DIR] [--reps R]
@@ -67,10 +67,11 @@ run_mpi() {
   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self --mca pml ob1 \
     "$work/mpi_pingpong" -t "$1" -b "$2" -e "$2" --reps 1 > "$3" 2>&1
 }
-run_floor() {  # the kernel's loopback floor, no library: $1 duplex|oneway|stream, $3 output
-  local iters=20000
-  [ "$1" = stream ] && iters=20
-  "$work/tcp_pingpong" "$1" "$iters" 1 "$2" > "$3" 2>&1
+run_floor() {  # the kernel's loopback floor, no library: $1 duplex|oneway|stream|pieces,
+  local mode=$1 iters=20000 piece=0  # $3 output; pieces: a stream in 160K send()s
+  [ "$mode" = pieces ] && mode=stream piece=163840
+  [ "$mode" = stream ] && iters=20
+  "$work/tcp_pingpong" "$mode" "$iters" 1 "$2" "$piece" > "$3" 2>&1
 }
 run_ucx_lat() {  # ucx_perftest over tcp: 8 B tag latency (its lat tests report one-way)
   local port=$(( 20000 + RANDOM % 20000 ))
@@ -93,7 +94,8 @@ measurements=("zcx_lat zcx lat 8 zcx_lat:4 zcx_typ:10" "zcx_bw zcx bw 64M zcx_bw
               "mpi_lat mpi lat 8 mpi_lat:4 mpi_typ:10" "mpi_bw mpi bw 64M mpi_bw:7"
               "zcx1_lat zcx1 lat 8 zcx1_lat:4" "floor_duplex floor duplex 8 floor_duplex:1"
               "floor_oneway floor oneway 8 floor_oneway:1"
-              "floor_stream floor stream 67108864 floor_stream:1")
+              "floor_stream floor stream 67108864 floor_stream:1"
+              "floor_pieces floor pieces 67108864 floor_pieces:1")
 measure_round() {
   local m name tool t size pair out
   for m in "${measurements[@]}"; do
@@ -158,6 +160,8 @@ line "64 MiB zcx/MPI by round" "$(spread "$work/v_bw_ratio")" "-" "-" "-" \
   "(the two measured back to back in each round)"
 line "64 MiB floor (GB/s)" "$(spread "$work/v_floor_stream")" "-" "-" "-" \
   "(no library: tcp_pingpong.c stream, 1 socket)"
+line "64 MiB floor 160K" "$(spread "$work/v_floor_pieces")" "-" "-" "-" \
+  "(the same stream in 160K send()s, as zcx sends to a peer on this host)"
 # The no-library stream against both, round by round: it is no ceiling (zcx has passed it),
 # but it tells a round where the kernel was slow from one where a library was.
 line "64 MiB floor/MPI by round" "$(spread "$work/v_floor_ratio")" "-" "-" "-" \

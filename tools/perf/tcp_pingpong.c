@@ -3,9 +3,11 @@
  * socket for both directions ("duplex") or one socket per direction ("oneway"), and print
  * the one-way latency (round trip / 2) of each repetition in microseconds. "stream" sends
  * iters messages one way over one socket, each answered by one byte only at the end of the
- * repetition, and prints GB/s (1e9 B/s) per repetition.
+ * repetition, and prints GB/s (1e9 B/s) per repetition. With `piece`, each send() hands the
+ * kernel at most that many bytes (zcx sends 160K pieces to a peer on this host, which
+ * measured faster than whole sends; see transport/tcp/tcp_config.cc).
  *
- * usage: tcp_pingpong duplex|oneway|stream [iters=20000] [reps=5] [bytes=8] */
+ * usage: tcp_pingpong duplex|oneway|stream [iters=20000] [reps=5] [bytes=8] [piece=0: whole] */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,10 +66,13 @@ static void read_all(int s, char* buf, size_t n) {
   }
 }
 
+static size_t piece; /* most bytes per send(); 0: no bound */
+
 static void write_all(int s, const char* buf, size_t n) {
   size_t put = 0;
   while (put < n) {
-    ssize_t w = send(s, buf + put, n - put, MSG_DONTWAIT);  /* busy-polls, as zcx does */
+    size_t len = piece > 0 && n - put > piece ? piece : n - put;
+    ssize_t w = send(s, buf + put, len, MSG_DONTWAIT);  /* busy-polls, as zcx does */
     if (w > 0) put += (size_t)w;
     else if (w == 0 || (errno != EAGAIN && errno != EINTR)) die("send");
   }
@@ -85,12 +90,13 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   int duplex = strcmp(mode, "duplex") == 0, stream = strcmp(mode, "stream") == 0;
   if (!duplex && !stream && strcmp(mode, "oneway") != 0) {
-    fprintf(stderr, "usage: tcp_pingpong duplex|oneway|stream [iters] [reps] [bytes]\n");
+    fprintf(stderr, "usage: tcp_pingpong duplex|oneway|stream [iters] [reps] [bytes] [piece]\n");
     return 2;
   }
   duplex = duplex || stream;
   int iters = argc > 2 ? atoi(argv[2]) : 20000, reps = argc > 3 ? atoi(argv[3]) : 5;
   size_t bytes = argc > 4 ? (size_t)atol(argv[4]) : 8;
+  piece = argc > 5 ? (size_t)atol(argv[5]) : 0;
   if (iters < 1 || reps < 1 || bytes < 1 || bytes > ((size_t)1 << 30)) return 2;
   /* Written, not calloc'ed: a large calloc maps the kernel's zero page, so a sender that
    * never writes its buffer copies the same 4 KiB from cache (64 MiB stream: 7.4 GB/s

@@ -59,6 +59,7 @@ enum : uint32_t {
 int config_nsocks(bool peer_on_this_host);  // ZCX_TCP_NSOCKS, resolved
 size_t config_inline();
 size_t config_chunk();
+size_t config_send_max(bool peer_on_this_host);  // ZCX_TCP_SEND_MAX, resolved
 size_t config_sndbuf();
 size_t config_rcvbuf();
 
@@ -130,6 +131,7 @@ struct Comm {
   zcx_peer_info_t peer{};
   std::string peer_text;  // "peer rank R (host H, pid P)"
   Layout layout;
+  size_t send_max = SIZE_MAX;  // send: most bytes per sendmsg (ZCX_TCP_SEND_MAX)
   std::array<Sock, kMaxSocks> socks;
   std::vector<Request> pool;
   std::vector<int> free_reqs;

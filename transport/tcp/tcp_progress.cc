@@ -57,6 +57,18 @@ std::string describe_peer(const zcx_peer_info_t& p) {
   return buf;
 }
 
+namespace {
+
+// Whether the far end of connected socket fd is on this host (loopback or an own address).
+bool peer_is_this_host(const Context* ctx, int fd) {
+  SockAddr a;
+  a.len = sizeof a.storage;
+  if (getpeername(fd, a.sa(), &a.len) != 0) return false;
+  return sockaddr_is_this_host(a, ctx->own_addrs);
+}
+
+}  // namespace
+
 std::unique_ptr<Comm> comm_create(Context* ctx, bool is_send, const zcx_peer_info_t& peer,
                                   const Layout& layout, UniqueFd* fds) {
   auto c = std::make_unique<Comm>();
@@ -67,6 +79,7 @@ std::unique_ptr<Comm> comm_create(Context* ctx, bool is_send, const zcx_peer_inf
   c->peer_text = describe_peer(peer);
   c->layout = layout;
   for (int i = 0; i < layout.nsocks; ++i) c->socks[i].fd = std::move(fds[i]);
+  if (is_send) c->send_max = config_send_max(peer_is_this_host(ctx, c->socks[0].fd.get()));
   c->pool.resize(kMaxRequests);
   c->free_reqs.reserve(kMaxRequests);
   for (int i = kMaxRequests - 1; i >= 0; --i) c->free_reqs.push_back(i);
@@ -164,6 +177,18 @@ constexpr size_t kBatchBytes = 256 * 1024;
 // another thread waited.
 constexpr size_t kSocketBudget = size_t{2} << 20;
 
+// The first entries of iov[0..n) that hold `most` bytes (the last one shortened); their count.
+int clip_iov(iovec* iov, int n, size_t most) {
+  for (int i = 0; i < n; ++i) {
+    if (iov[i].iov_len >= most) {
+      iov[i].iov_len = most;
+      return i + 1;
+    }
+    most -= iov[i].iov_len;
+  }
+  return n;
+}
+
 // Gathers what socket s has to send: the rest of its current message and, on socket 0,
 // small messages queued behind it, so one sendmsg carries many. Returns the iovec count.
 int gather(Comm* c, int s, iovec* iov, uint8_t (*hdrs)[kHeaderBytes]) {
@@ -212,7 +237,7 @@ Status send_socket(Comm* c, int s) {
     }
     msghdr mh{};
     mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(gather(c, s, iov, hdrs));
+    mh.msg_iovlen = static_cast<size_t>(clip_iov(iov, gather(c, s, iov, hdrs), c->send_max));
     ssize_t got = sendmsg(sk.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (got < 0 && errno == EINTR) continue;
     if (would_block(got)) return Status::kSuccess;
@@ -317,18 +342,6 @@ void unstage(Comm* c, Message& m, Sock& sk) {
   }
   c->stage_begin += done;
   sk.off += done;
-}
-
-// The first entries of iov[0..n) that hold `most` bytes (the last one shortened); their count.
-int clip_iov(iovec* iov, int n, size_t most) {
-  for (int i = 0; i < n; ++i) {
-    if (iov[i].iov_len >= most) {
-      iov[i].iov_len = most;
-      return i + 1;
-    }
-    most -= iov[i].iov_len;
-  }
-  return n;
 }
 
 // Reads socket s's part of message m; *blocked when the socket has nothing more now.
