@@ -6,8 +6,9 @@
 # Targets: zcx 64 MiB bandwidth >= 1.2 x Open MPI tcp; zcx 8 B latency <= 4 us.
 # For context it also prints zcx with one connection per direction (ZCX_DUPLEX_WAIT=0) and
 # the kernel's loopback floor: tools/perf/tcp_pingpong.c, no library, over one socket and
-# over two, and a one-way stream, whole and in zcx's 160K pieces. The VM's speed drifts within minutes, so the repetitions
-# run in rounds, each round every measurement once: a drift reaches every column alike.
+# over two, and a one-way stream, whole and in zcx's 160K pieces. The VM's speed drifts
+# within minutes, so the repetitions run in rounds, each round every measurement once: a
+# drift reaches every column alike.
 #
 # usage: tools/perf/compare.sh [--build DIR] [--reps R]
 #   --build DIR   the zcx build folder with tools/run/zcx-run and tools/perf/zcx-perf
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -67,6 +67,10 @@ bool peer_is_this_host(const Context* ctx, int fd) {
   return sockaddr_is_this_host(a, ctx->own_addrs);
 }
 
+std::string send_bound_text(size_t send_max) {
+  return send_max == SIZE_MAX ? "" : ", at most " + std::to_string(send_max) + " B per sendmsg";
+}
+
 }  // namespace
 
 std::unique_ptr<Comm> comm_create(Context* ctx, bool is_send, const zcx_peer_info_t& peer,
@@ -90,9 +94,9 @@ std::unique_ptr<Comm> comm_create(Context* ctx, bool is_send, const zcx_peer_inf
   }
   c->last_progress_ns = now_ns();
   c->timeout_ns = params::timeout_ms() * 1000000;
-  ZCX_INFO(kLogTcp, "tcp %s comm with %s up: %d sockets, inline %zu, chunk %zu",
+  ZCX_INFO(kLogTcp, "tcp %s comm with %s up: %d sockets, inline %zu, chunk %zu%s",
            is_send ? "send" : "recv", c->peer_text.c_str(), layout.nsocks, layout.inline_max,
-           layout.chunk);
+           layout.chunk, send_bound_text(c->send_max).c_str());
   return c;
 }
 
