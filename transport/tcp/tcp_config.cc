@@ -18,7 +18,7 @@ namespace {
 
 // One sendmsg() per 160 KiB to a peer on this host, measured rather than derived. A 64 MiB
 // loopback stream on the dev VM, 2026-12-06, median of 3-5 runs (GB/s): whole sends 6.8,
-// pieces of 96K 8.5, 160K 9.1, 224K 8.8, 352K and more 6.8-7.0; tools/perf/tcp_pingpong.c
+// pieces of 96K 8.5, 160K 9.1, 224K 8.6-8.8, 352K and more 6.8-7.0; tools/perf/tcp_pingpong.c
 // (no library): whole 6.8, 160K 8.6. Pieces that end on a multiple of 64 KiB (loopback's
 // MTU) gained less or lost (64K 7.0, 128K 6.5, 256K 7.4); 32K lost (6.0). Why is
 // not settled: the send queue stays full (about 4 MB) either way, while the receive queue
