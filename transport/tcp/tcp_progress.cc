@@ -195,14 +195,17 @@ int clip_iov(iovec* iov, int n, size_t most) {
 
 // Gathers what socket s has to send: the rest of its current message and, on socket 0,
 // small messages queued behind it, so one sendmsg carries many. Returns the iovec count.
+// It stops near c->send_max bytes, which the caller clips to exactly: a striped part needs
+// send_max / chunk + 2 iovecs (partial chunks at both ends), not all kIovMax that fit.
 int gather(Comm* c, int s, iovec* iov, uint8_t (*hdrs)[kHeaderBytes]) {
   Sock& sk = c->socks[s];
+  const size_t room = c->send_max / c->layout.chunk + 2;
   int n = 0;
   size_t bytes = 0;
   for (int k = 0; k < kBatchMsgs && sk.cursor + k < c->tail; ++k) {
     const Message& m = c->ring[(sk.cursor + k) % c->ring.size()];
     if (k > 0 && (s != 0 || m.size > c->layout.inline_max || bytes + m.size > kBatchBytes ||
-                  n + 2 > kIovMax))
+                  bytes >= c->send_max || n + 2 > kIovMax))
       break;
     size_t off = k == 0 ? sk.off : 0;
     size_t hdr = s == 0 ? kHeaderBytes : 0;
@@ -211,7 +214,7 @@ int gather(Comm* c, int s, iovec* iov, uint8_t (*hdrs)[kHeaderBytes]) {
       iov[n++] = {hdrs[k] + off, hdr - off};
     }
     n += stripe_iov(c->layout, m.data, m.size, s, off > hdr ? off - hdr : 0, iov + n,
-                    kIovMax - n);
+                    static_cast<int>(std::min(room, static_cast<size_t>(kIovMax - n))));
     bytes += send_part(c, m, s) - off;
   }
   return n;
