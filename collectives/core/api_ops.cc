@@ -3,19 +3,15 @@
 #include "algorithms/algorithms.h"
 #include "base/api_internal.h"
 #include "common/check.h"
+#include "common/dl/device_memory.h"
 #include "core/api_call.h"
 #include "core/api_handles.h"
 #include "core/comm.h"
 
 #include <zcx/coll.h>
-#include <zcx/config.h>
 
 #include <memory>
 #include <vector>
-
-#if ZCX_HAVE_CUDA
-#include "common/dl/cuda_shim.h"
-#endif
 
 namespace zcx::coll {
 namespace {
@@ -66,15 +62,15 @@ Status check_gpu_call(zcx_comm* c, const OpArgs& a) {
 }
 
 // A call without a stream runs on host buffers, which the CPU reads and writes (it faults on
-// device memory): a GPU buffer there is an error, not a crash. Checked where zcx has loaded
-// CUDA (cuda_is_device_memory), then the call waits its turn behind stream-ordered ones.
-Status host_call(zcx_comm* c, [[maybe_unused]] const OpArgs& a) {
-#if ZCX_HAVE_CUDA
-  for (const void* p : {a.sendbuf, static_cast<const void*>(a.recvbuf)})
+// device memory): a GPU buffer there is an error, not a crash (cuda_is_device_memory; an
+// in-place call's one buffer is asked about once). Then the call waits its turn behind
+// stream-ordered ones.
+Status host_call(zcx_comm* c, const OpArgs& a) {
+  const void* recv = a.recvbuf;
+  for (const void* p : {a.sendbuf, recv == a.sendbuf ? nullptr : recv})
     ZCX_CHECK_ARG(a.count == 0 || !cuda_is_device_memory(p), kLogColl,
                   "%s: buffer %p is GPU memory; a call on device buffers takes the CUDA stream "
                   "it is ordered on", coll_kind_name(a.kind), p);
-#endif
   return host_turn(c);
 }
 

@@ -3,14 +3,10 @@
 #include "base/api_internal.h"
 
 #include "common/check.h"
-#include "zcx/config.h"
+#include "common/dl/device_memory.h"
 
 #include <cstdint>
 #include <new>
-
-#if ZCX_HAVE_CUDA
-#include "common/dl/cuda_shim.h"
-#endif
 
 using namespace zcx;
 
@@ -26,14 +22,11 @@ Status check_buffer(const void* buf, size_t size, const char* fn) {
   ZCX_CHECK_ARG(buf != nullptr || size == 0, kLogNet, "%s: buffer is NULL", fn);
   ZCX_CHECK_ARG(size <= PTRDIFF_MAX && reinterpret_cast<uintptr_t>(buf) <= UINTPTR_MAX - size,
                 kLogNet, "%s: size %zu overflows the address space", fn, size);
-#if ZCX_HAVE_CUDA
   // The providers copy these buffers with the CPU (or the kernel), which faults on device
-  // memory: a GPU buffer passed here by mistake is an error, not a crash. Checked only in a
-  // process where zcx has loaded CUDA (cuda_is_device_memory).
+  // memory: a GPU buffer passed here by mistake is an error, not a crash.
   ZCX_CHECK_ARG(size == 0 || !cuda_is_device_memory(buf), kLogNet,
                 "%s: buffer %p is GPU memory; zcx_isend/zcx_irecv move host memory (device "
                 "buffers go through zcx_coll_isend/zcx_coll_irecv with a CUDA stream)", fn, buf);
-#endif
   return Status::kSuccess;
 }
 

@@ -8,6 +8,7 @@
 // the call, cudaGetErrorName/cudaGetErrorString (or cuGetErrorName/cuGetErrorString) text.
 #pragma once
 
+#include "common/dl/device_memory.h"
 #include "common/status.h"
 
 #include <cuda.h>
@@ -89,11 +90,7 @@ const CudaApi* cuda_shim();
 // need be: ib registers GPU memory with it where the job's CUDA runtime is not one libzcx
 // can load. nullptr, and *why, without a driver or where the driver lacks it.
 decltype(&::cuMemGetHandleForAddressRange) cuda_dmabuf_export(std::string* why);
-// Whether p is device memory (cudaMalloc, cuMemCreate, an IPC mapping), asked of the driver
-// without making a context; false while the shim is not loaded, so that a host-only process
-// never makes a CUDA call for it. Managed memory is not device memory here: the host may
-// touch it.
-bool cuda_is_device_memory(const void* p);
+// cuda_is_device_memory: common/dl/device_memory.h.
 
 // One line for zcx-info and test skips: "2 CUDA devices (driver 13.0, runtime 13.0)",
 // "no CUDA driver (...)" or "CUDA driver loaded, no device (...)". Never fails.
