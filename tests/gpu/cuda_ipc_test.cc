@@ -323,6 +323,53 @@ INSTANTIATE_TEST_SUITE_P(Forged, CudaIpcWire,
                                            BadData::kUnsealed, BadData::kOverCapacity),
                          bad_data_name);
 
+// A forged POST of kind VMM whose fd is a plain memfd, not a CUDA allocation: rank 1 writes
+// it in place of an irecv's; rank 0's send must fail naming rank 1, and stay failed (no DONE
+// for bytes never copied).
+int forge_vmm_post(Board* b, Mesh& m) {
+  UniqueFd memfd(memfd_create("zcx-test-post", MFD_CLOEXEC));
+  if (!memfd.valid() || ftruncate(memfd.get(), 2 << 20) != 0) return fail(b, 1, "memfd");
+  uint8_t buf[cuda_ipc::kMaxPacket];
+  wire::Writer w(buf, sizeof buf);
+  w.u32(cuda_ipc::kPostMagic);
+  w.u64(0);        // seq
+  w.u64(kWireCap);  // capacity
+  w.u32(static_cast<uint32_t>(cuda_ipc::ExportKind::kVmm));
+  for (uint64_t v : {uint64_t{0x7f0000000000}, uint64_t{2} << 20, uint64_t{0}, uint64_t{9}})
+    w.u64(v);  // base, size, offset, buffer id
+  const uint8_t legacy[64] = {};
+  w.bytes(legacy, sizeof legacy);
+  const int sock = static_cast<cuda_ipc::Comm*>(m.rc[0])->sock.get();
+  if (!ok(cuda_ipc::packet_send(sock, buf, w.size(), memfd.get())))
+    return fail(b, 1, "sending the forged POST");
+  return board_barrier(b, 2, 1) ? 0 : fail(b, 1, "barrier");
+}
+
+int refuse_vmm_post(Board* b, Mesh& m) {
+  DeviceBuffer src(Alloc::kCudaMalloc, 0, kWireCap);
+  void* req = nullptr;
+  if (!src.ok() || ipc_ops()->isend(m.sc[1], src.data(), kWireCap, 0, nullptr, &req) || !req)
+    return fail(b, 0, "isend");
+  zcx_status_t st = ZCX_SUCCESS;
+  int done = 0;
+  for (Deadline dl = Deadline::after_ms(5000); st == ZCX_SUCCESS && !done && !dl.expired();)
+    st = ipc_ops()->test(req, &done, nullptr);
+  const std::string why = last_error();
+  if (st == ZCX_SUCCESS || why.find("rank 1") == std::string::npos)
+    return fail(b, 0, "the forged POST ended with " + std::to_string(st) + ": " + why);
+  done = 0;
+  if (ipc_ops()->test(req, &done, nullptr) == ZCX_SUCCESS || done)
+    return fail(b, 0, "the failed send reported success when tested again");
+  return board_barrier(b, 2, 1) ? 0 : fail(b, 0, "barrier");
+}
+
+TEST(CudaIpcWire, AVmmPostWithAForeignFdFailsTheSend) {
+  ZCX_REQUIRE_GPUS(1);
+  run_connected_pair([](Board* b, int r, Mesh& m) {
+    return r == 1 ? forge_vmm_post(b, m) : refuse_vmm_post(b, m);
+  }, 30000);
+}
+
 // Rank 0 of DoneBeforeClose: one message into rank 1's first receive, then close.
 int done_sender(Board* b, Mesh& m) {
   std::vector<uint8_t> src = expected(0, 1, 4096, 0);

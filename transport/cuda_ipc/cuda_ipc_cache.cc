@@ -61,9 +61,10 @@ Status map_vmm(const CudaApi* api, int device, int fd, Entry* en) {
   if (fd < 0)
     return set_error(Status::kProtocol, kLogCuda, "cuda_ipc: cuMem POST from pid %d without fd",
                      en->pid);
-  ZCX_CUCHECK(api->cu_mem_import_from_shareable_handle(
-      &en->vmm, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
-      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  ZCX_TRY(cu_check(api->cu_mem_import_from_shareable_handle(
+                       &en->vmm, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                   "cuMemImportFromShareableHandle of the fd in the peer's POST"));
   CUdeviceptr p = 0;
   CUresult r = api->cu_mem_address_reserve(&p, en->e.size, 0, 0, 0);
   if (r == CUDA_SUCCESS) r = api->cu_mem_map(p, en->e.size, 0, en->vmm, 0);

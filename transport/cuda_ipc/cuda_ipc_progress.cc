@@ -204,7 +204,10 @@ Status progress_sends(Comm* c) {
     if (r->done) continue;
     if (!r->copying) {
       if (c->posts.empty()) break;
-      ZCX_TRY(start_copy(c, r));
+      // A copy that cannot start (an import the driver refuses) fails the comm: a later
+      // progress call must not send DONE for bytes that were never copied.
+      Status st = start_copy(c, r);
+      if (!ok(st)) return c->error.has() ? st : fail(c, st, last_error());
     }
     Status st = finish_copy(c, r);
     if (st == Status::kInProgress) break;  // DONE packets leave in order
