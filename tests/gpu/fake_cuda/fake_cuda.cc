@@ -13,8 +13,8 @@
 // protocol runs, over host memory). As a caching allocator does, cudaMalloc gives back the
 // range freed last when the size fits; opening the handle of such a reused range while this
 // process still maps the old allocation there fails with cudaErrorAlreadyMapped (what UCX's
-// cuda_ipc cache meets; zcx-gpu-probe's "reopen" tells what a real driver does). VMM (cuMem*)
-// calls fail with CUDA_ERROR_NOT_SUPPORTED (fake_cuda_stubs.cc, with the error strings).
+// cuda_ipc cache meets; zcx-gpu-probe's "reopen" tells what a real driver does). Virtual
+// memory (cuMem*) is simulated too (fake_cuda_vmm.cc).
 #include "fake_cuda.h"
 
 #include <fcntl.h>
@@ -45,6 +45,7 @@ struct Allocation {
   bool imported = false;  // cudaIpcOpenMemHandle: unmapped, not freed
   int owner_pid = 0;      // imported: the exporter and its address of the allocation
   uintptr_t owner_base = 0;
+  uint64_t vmm = 0;       // a cuMemMap'ped range: its allocation handle (fake_cuda_vmm.cc)
 };
 std::atomic<uint64_t> g_next_id{1};
 
@@ -139,12 +140,26 @@ void sync_device() {
 
 }  // namespace
 
+namespace {
+// The end of the device range that holds p: its allocation's, or for a cuMem mapping that of
+// the run of mappings placed back to back after it (one virtual range, as PyTorch's
+// expandable segments make). Under g_alloc_mu.
+uintptr_t mapped_end_locked(uintptr_t base, const Allocation* a) {
+  uintptr_t end = base + a->size;
+  for (auto it = g_allocs.find(end); a->vmm != 0 && it != g_allocs.end() && it->second.vmm != 0;
+       it = g_allocs.find(end))
+    end += it->second.size;
+  return end;
+}
+}  // namespace
+
 MemoryKind fake_cuda_memory_kind(const void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(g_alloc_mu);
   uintptr_t base = 0;
   const Allocation* a = find_alloc(p, &base);
   if (a == nullptr) return MemoryKind::kPageable;
-  if (reinterpret_cast<uintptr_t>(p) - base + bytes > a->size) return MemoryKind::kOverrun;
+  if (reinterpret_cast<uintptr_t>(p) + bytes > mapped_end_locked(base, a))
+    return MemoryKind::kOverrun;
   return a->device ? MemoryKind::kDevice : MemoryKind::kPinned;
 }
 
@@ -154,6 +169,32 @@ void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn) {
     DeviceAccess access;
     fn();
   } else reinterpret_cast<Stream*>(s)->push(std::move(fn));
+}
+
+void fake_cuda_sync_device() { sync_device(); }
+
+void fake_cuda_record_mapping(void* p, size_t size, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  Allocation a{size, true, -1, g_next_id++, false};
+  a.vmm = handle;
+  g_allocs[reinterpret_cast<uintptr_t>(p)] = a;
+}
+
+uint64_t fake_cuda_forget_mapping(void* p, size_t size) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
+  if (it == g_allocs.end() || it->second.vmm == 0 || it->second.size != size) return 0;
+  const uint64_t handle = it->second.vmm;
+  g_allocs.erase(it);
+  return handle;
+}
+
+uint64_t fake_cuda_mapping_at(const void* p, size_t size) {
+  std::lock_guard<std::mutex> lock(g_alloc_mu);
+  uintptr_t base = 0;
+  const Allocation* a = find_alloc(p, &base);
+  if (a == nullptr || reinterpret_cast<uintptr_t>(p) + size > mapped_end_locked(base, a)) return 0;
+  return a->vmm;
 }
 
 namespace {
@@ -181,6 +222,8 @@ bool make_current() {
 }
 
 }  // namespace
+
+bool fake_cuda_initialise() { return initialise(); }
 
 // ---- driver ----
 FAKE_API CUresult cuInit(unsigned) {
@@ -336,6 +379,7 @@ cudaError_t fake_free(void* p) {
     std::lock_guard<std::mutex> lock(g_alloc_mu);
     auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
     if (it == g_allocs.end()) return cudaErrorInvalidValue;
+    if (it->second.vmm != 0) return cudaErrorInvalidValue;  // cuMemUnmap's, not cudaFree's
     a = it->second;
     g_allocs.erase(it);
     if (a.device && !a.imported) g_freed = {p, a.size};

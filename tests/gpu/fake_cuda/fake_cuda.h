@@ -39,3 +39,15 @@ bool fake_cuda_device_reaches(const void* p, size_t bytes, const char* what);
 
 // Queues `fn` on stream `s` (run in order by the stream's thread; NULL: at once, here).
 void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn);
+
+// Waits for every stream (fake_cuda.cc), as the calls that wait for the whole device do.
+void fake_cuda_sync_device();
+// Marks CUDA initialised by this process; false in a child forked after that.
+bool fake_cuda_initialise();
+// A cuMemMap'ped range enters the table of device memory (a new buffer id) and leaves it;
+// forget returns the range's allocation handle, or 0 when [p, p + size) is not exactly one.
+// mapping_at: the handle of the mapping that holds p, when mappings placed back to back from
+// it hold all of [p, p + size); else 0.
+void fake_cuda_record_mapping(void* p, size_t size, uint64_t handle);
+uint64_t fake_cuda_forget_mapping(void* p, size_t size);
+uint64_t fake_cuda_mapping_at(const void* p, size_t size);

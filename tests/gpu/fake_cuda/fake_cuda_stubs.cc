@@ -1,48 +1,41 @@
-// The simulated CUDA runtime's error names and strings, and the calls it does not simulate:
-// virtual memory management (cuMem*), which fails with CUDA_ERROR_NOT_SUPPORTED (so the VMM
-// cases of the GPU tests run only on a GPU).
+// The simulated CUDA runtime's error names and strings.
 #include "fake_cuda.h"
 
 // ---- driver ----
+namespace {
+struct DriverError {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+constexpr DriverError kDriverErrors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED",
+     "initialization error (CUDA was initialised before this process was forked)"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+     "operation not supported by the simulated CUDA runtime"},
+};
+const DriverError* driver_error(CUresult e) {
+  for (const DriverError& d : kDriverErrors)
+    if (d.code == e) return &d;
+  return nullptr;
+}
+}  // namespace
 FAKE_API CUresult cuGetErrorName(CUresult e, const char** s) {
-  *s = e == CUDA_SUCCESS ? "CUDA_SUCCESS"
-       : e == CUDA_ERROR_NOT_INITIALIZED ? "CUDA_ERROR_NOT_INITIALIZED" : "CUDA_ERROR_FAKE";
-  return CUDA_SUCCESS;
+  const DriverError* d = driver_error(e);
+  *s = d ? d->name : nullptr;
+  return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 FAKE_API CUresult cuGetErrorString(CUresult e, const char** s) {
-  *s = e == CUDA_SUCCESS ? "no error"
-       : e == CUDA_ERROR_NOT_INITIALIZED
-           ? "initialization error (CUDA was initialised before this process was forked)"
-           : "not supported by the simulated CUDA runtime";
-  return CUDA_SUCCESS;
+  const DriverError* d = driver_error(e);
+  *s = d ? d->text : nullptr;
+  return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
-
-// Virtual memory management (cuMem*): not simulated.
-namespace {
-using Handle = CUmemGenericAllocationHandle;
-constexpr CUresult kNo = CUDA_ERROR_NOT_SUPPORTED;
-}  // namespace
-FAKE_API CUresult cuMemRetainAllocationHandle(Handle*, void*) { return kNo; }
-FAKE_API CUresult cuMemRelease(Handle) { return kNo; }
-FAKE_API CUresult cuMemExportToShareableHandle(void*, Handle, CUmemAllocationHandleType,
-                                               unsigned long long) { return kNo; }
-FAKE_API CUresult cuMemImportFromShareableHandle(Handle*, void*, CUmemAllocationHandleType) {
-  return kNo;
-}
-FAKE_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp*, Handle) {
-  return kNo;
-}
-FAKE_API CUresult cuMemAddressReserve(CUdeviceptr*, size_t, size_t, CUdeviceptr,
-                                      unsigned long long) { return kNo; }
-FAKE_API CUresult cuMemAddressFree(CUdeviceptr, size_t) { return kNo; }
-FAKE_API CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long) { return kNo; }
-FAKE_API CUresult cuMemUnmap(CUdeviceptr, size_t) { return kNo; }
-FAKE_API CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) { return kNo; }
-FAKE_API CUresult cuMemCreate(Handle*, size_t, const CUmemAllocationProp*, unsigned long long) {
-  return kNo;
-}
-FAKE_API CUresult cuMemGetAllocationGranularity(size_t*, const CUmemAllocationProp*,
-                                                CUmemAllocationGranularity_flags) { return kNo; }
 
 // ---- runtime ----
 FAKE_API const char* cudaGetErrorName(cudaError_t e) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../gpu_test_util.h"
@@ -95,6 +96,69 @@ TEST_F(SimulatedCuda, AChildForkedAfterInitialisationCannotUseCuda) {
   void* p = nullptr;
   EXPECT_EQ(api->mem_alloc(&p, 64), cudaSuccess) << "the parent still can";
   EXPECT_EQ(api->mem_free(p), cudaSuccess);
+}
+
+// Virtual memory management as the cuda_ipc provider uses it: a reference per handle and
+// per mapping, exports only for the POSIX-fd handle type, imports only of the simulator's
+// own allocations, one allocation seen through two mappings, and host code shut out.
+TEST_F(SimulatedCuda, VmmCountsReferencesAndSharesThroughFds) {
+  FakeCounter refs = fake_counter("fake_cuda_vmm_references");
+  ASSERT_NE(refs, nullptr);
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  size_t gran = 0;
+  ASSERT_EQ(api->cu_mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_SUCCESS);
+  EXPECT_EQ(gran, size_t{2} << 20);
+  CUmemGenericAllocationHandle closed{}, h{}, imported{};
+  EXPECT_EQ(api->cu_mem_create(&h, gran + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(api->cu_mem_create(&closed, gran, &prop, 0), CUDA_SUCCESS);
+  int fd = -1;
+  constexpr auto kFd = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  EXPECT_NE(api->cu_mem_export_to_shareable_handle(&fd, closed, kFd, 0), CUDA_SUCCESS)
+      << "made without the type";
+  EXPECT_EQ(api->cu_mem_release(closed), CUDA_SUCCESS);
+  prop.requestedHandleTypes = kFd;
+  const long before = refs();
+  ASSERT_EQ(api->cu_mem_create(&h, gran, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api->cu_mem_export_to_shareable_handle(&fd, h, kFd, 0), CUDA_SUCCESS);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  EXPECT_EQ(api->cu_mem_import_from_shareable_handle(
+                &imported, reinterpret_cast<void*>(static_cast<intptr_t>(fds[0])), kFd),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(api->cu_mem_import_from_shareable_handle(
+                &imported, reinterpret_cast<void*>(static_cast<intptr_t>(fd)), kFd),
+            CUDA_SUCCESS);
+  for (int f : {fd, fds[0], fds[1]}) close(f);
+  CUdeviceptr a = 0, b = 0;
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (auto [at, handle] : {std::pair{&a, h}, std::pair{&b, imported}}) {
+    ASSERT_EQ(api->cu_mem_address_reserve(at, gran, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(api->cu_mem_map(*at, gran, 0, handle, 0), CUDA_SUCCESS);
+    ASSERT_EQ(api->cu_mem_set_access(*at, gran, &access, 1), CUDA_SUCCESS);
+    EXPECT_EQ(api->cu_mem_release(handle), CUDA_SUCCESS) << "the mapping keeps it";
+  }
+  EXPECT_EQ(refs() - before, 2) << "one reference per mapping is left";
+  std::vector<uint8_t> in(4096, 0x5a), out(4096, 0);
+  EXPECT_EQ(api->copy(reinterpret_cast<void*>(a), in.data(), in.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  EXPECT_EQ(api->copy(out.data(), reinterpret_cast<void*>(b), out.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(in, out) << "the import maps the same memory";
+  if (guarded() != 0) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH((void)*reinterpret_cast<volatile uint8_t*>(b), "") << "a host read";
+  }
+  for (CUdeviceptr at : {a, b}) {
+    EXPECT_EQ(api->cu_mem_unmap(at, gran), CUDA_SUCCESS);
+    EXPECT_EQ(api->cu_mem_address_free(at, gran), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(refs(), before) << "every reference went with its release or unmap";
+  EXPECT_EQ(api->cu_mem_release(h), CUDA_ERROR_INVALID_VALUE) << "released twice";
 }
 
 }  // namespace
