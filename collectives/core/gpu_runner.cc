@@ -96,14 +96,17 @@ Status check_buffer(const OpArgs& a, const char* which, const void* p, size_t by
                      "%s: %s is on device %d, the communicator's stream-ordered calls use "
                      "device %d", kind, which, attr.device, *device);
   *device = attr.device;
+  // cuMem allocations mapped back to back (expandable segments) make one buffer; a range
+  // that leaves its allocation for anything else is refused.
   CUdeviceptr base = 0;
   size_t size = 0;
   const auto at = reinterpret_cast<CUdeviceptr>(p);
   if (bytes != 0 && api->cu_mem_get_address_range(&base, &size, at) == CUDA_SUCCESS &&
-      at + bytes > base + size)
+      at + bytes > base + size && cuda_allocations_spanned(p, bytes) == 0)
     return set_error(Status::kInvalidArg, kLogColl,
                      "%s: %s needs %zu bytes from %p, past the end of its allocation (%zu bytes "
-                     "from %p)", kind, which, bytes, p, size, reinterpret_cast<void*>(base));
+                     "from %p) into memory that does not continue it", kind, which, bytes, p,
+                     size, reinterpret_cast<void*>(base));
   return Status::kSuccess;
 }
 

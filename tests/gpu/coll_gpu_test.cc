@@ -1,11 +1,13 @@
 // Stream-ordered collectives on device buffers (zcx/coll.h with a cudaStream_t): 2 and 4
 // forked ranks sharing GPU 0, each with its own non-blocking stream, once over cuda_ipc (the
 // default between ranks of one host) and once staged through pinned host memory
-// (ZCX_GPU_STAGING=1). Every result is copied back on the same stream and compared on the host
-// with exact expected values: inputs are small integers, so sums, averages, minima and maxima
-// are exact in every dtype (bfloat16 and float16 included) whatever order the library reduces
-// in. Each rank reports "FAIL <rank> ..." lines naming what differed; the last "AT" line says
-// where a rank was when it was killed at its deadline. Skips, with the reason, without a GPU.
+// (ZCX_GPU_STAGING=1); 2 ranks once more over cuda_ipc with the call's buffers in 2 MiB cuMem
+// segments mapped back to back (expandable segments). Every result is copied back on the same
+// stream and compared on the host with exact expected values: inputs are small integers, so
+// sums, averages, minima and maxima are exact in every dtype (bfloat16 and float16 included)
+// whatever order the library reduces in. Each rank reports "FAIL <rank> ..." lines naming
+// what differed; the last "AT" line says where a rank was when it was killed at its deadline.
+// Skips, with the reason, without a GPU.
 #include <gtest/gtest.h>
 #include <zcx/coll.h>
 
@@ -20,7 +22,9 @@
 namespace zcx::gpu_test {
 namespace {
 
-enum class Mode { kCudaIpc, kStaging };
+// kSegments: cuda_ipc with every buffer in 2 MiB cuMem allocations mapped back to back
+// (PyTorch's expandable segments), which one allocation query does not cover.
+enum class Mode { kCudaIpc, kStaging, kSegments };
 using Bytes = std::vector<uint8_t>;
 constexpr uint8_t kSentinel = 0xa5;         // no input is made of these bytes
 constexpr const char* kZcxTimeoutS = "15";  // every library wait fails after this, not hangs
@@ -37,7 +41,9 @@ struct Ctx {
   bool broken = false;  // a call or CUDA failed: the rank stops at the next check
 };
 
-const char* mode_name(Mode m) { return m == Mode::kStaging ? "staging" : "cuda_ipc"; }
+const char* mode_name(Mode m) {
+  return m == Mode::kStaging ? "staging" : m == Mode::kSegments ? "segments" : "cuda_ipc";
+}
 void PrintTo(Mode m, std::ostream* os) { *os << mode_name(m); }
 
 void say(const Ctx& c, const char* kind, const std::string& text) {
@@ -107,9 +113,10 @@ bool copy(Ctx& c, void* to, const void* from, size_t bytes, cudaMemcpyKind kind)
 bool device_call(Ctx& c, const std::string& what, const Bytes& send, Bytes* recv,
                  const Placement& p, const Call& call) {
   say(c, "AT", what);
-  DeviceBuffer s(Alloc::kCudaMalloc, 0, std::max<size_t>(send.size(), 256));
-  DeviceBuffer r(Alloc::kCudaMalloc, 0, std::max<size_t>(recv->size(), 256));
-  if (!s.ok() || !r.ok()) return broken(c, what + ": cudaMalloc failed");
+  const Alloc alloc = c.mode == Mode::kSegments ? Alloc::kVmmSegments : Alloc::kCudaMalloc;
+  DeviceBuffer s(alloc, 0, std::max<size_t>(send.size(), 256));
+  DeviceBuffer r(alloc, 0, std::max<size_t>(recv->size(), 256));
+  if (!s.ok() || !r.ok()) return broken(c, what + ": allocation failed");
   if (!copy(c, s.data(), send.data(), send.size(), cudaMemcpyHostToDevice) ||
       !copy(c, r.data(), recv->data(), recv->size(), cudaMemcpyHostToDevice) ||
       !cuda_ok(c, c.api->stream_synchronize(c.stream), "cudaStreamSynchronize after the upload"))
@@ -477,7 +484,7 @@ class CollGpuTest : public ::testing::TestWithParam<std::tuple<int, Mode>> {
     ZCX_REQUIRE_GPUS(1);
     int n = std::get<0>(GetParam());
     Mode mode = std::get<1>(GetParam());
-    if (mode == Mode::kCudaIpc) {
+    if (mode != Mode::kStaging) {
       ASSERT_NE(ipc_ops(), nullptr) << "the cuda_ipc provider is not built";
     }
     std::vector<test::RankResult> results = test::run_rank_processes(
@@ -496,13 +503,18 @@ TEST_P(CollGpuTest, BroadcastReduceAllgatherReducescatterAlltoall) { run(rooted_
 TEST_P(CollGpuTest, StreamOrderWithoutHostSync) { run(stream_order, 20); }
 TEST_P(CollGpuTest, SendRecvAloneAndInGroupsOnTheStream) { run(point_to_point, 30); }
 
+std::string case_name(const ::testing::TestParamInfo<std::tuple<int, Mode>>& info) {
+  return std::to_string(std::get<0>(info.param)) + "ranks_" + mode_name(std::get<1>(info.param));
+}
+
 INSTANTIATE_TEST_SUITE_P(RanksAndModes, CollGpuTest,
                          ::testing::Combine(::testing::Values(2, 4),
                                             ::testing::Values(Mode::kCudaIpc, Mode::kStaging)),
-                         [](const auto& info) {
-                           return std::to_string(std::get<0>(info.param)) + "ranks_" +
-                                  mode_name(std::get<1>(info.param));
-                         });
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(ExpandableSegments, CollGpuTest,
+                         ::testing::Combine(::testing::Values(2),
+                                            ::testing::Values(Mode::kSegments)),
+                         case_name);
 
 }  // namespace
 }  // namespace zcx::gpu_test

@@ -1,8 +1,10 @@
 // Multi-process conformance of the cuda_ipc provider: 2 and 4 forked ranks sharing the
-// GPU(s) in a full mesh, device buffers from cudaMalloc (legacy IPC handles) and from
-// cuMemCreate (POSIX-fd VMM handles), sizes 0 B to 64 MiB, several messages per peer in
-// flight, every byte verified on the host; a receive completed just before its peer closed
-// still reports done. Skips, with the reason, where there is no GPU.
+// GPU(s) in a full mesh, device buffers from cudaMalloc (legacy IPC handles), from
+// cuMemCreate (POSIX-fd VMM handles) and from 2 MiB cuMem segments mapped back to back
+// (expandable segments: buffers within one segment go as VMM, larger ones through host
+// memory), sizes 0 B to 64 MiB, several messages per peer in flight, every byte verified on
+// the host; a receive completed just before its peer closed still reports done. Skips, with
+// the reason, where there is no GPU.
 #include "common/wire.h"
 #include "cuda_ipc/cuda_ipc.h"
 #include "cuda_ipc_util.h"
@@ -110,14 +112,17 @@ TEST_P(CudaIpcTest, MeshExchangeVerified) {
   EXPECT_EQ(failed, 0);
 }
 
+std::string mesh_name(const ::testing::TestParamInfo<std::tuple<int, Alloc>>& info) {
+  static const char* const kNames[] = {"cudamalloc", "vmm", "vmmsegments"};
+  return std::to_string(std::get<0>(info.param)) + "ranks_" +
+         kNames[static_cast<int>(std::get<1>(info.param))];
+}
+
 INSTANTIATE_TEST_SUITE_P(
     RanksAndAllocators, CudaIpcTest,
     ::testing::Combine(::testing::Values(2, 4),
-                       ::testing::Values(Alloc::kCudaMalloc, Alloc::kVmm)),
-    [](const auto& info) {
-      return std::to_string(std::get<0>(info.param)) + "ranks_" +
-             (std::get<1>(info.param) == Alloc::kVmm ? "vmm" : "cudamalloc");
-    });
+                       ::testing::Values(Alloc::kCudaMalloc, Alloc::kVmm, Alloc::kVmmSegments)),
+    mesh_name);
 
 // Without a GPU the provider still loads, reports 0 devices and refuses a device it does not
 // have. Runs in a forked child so this process never initialises CUDA before other tests fork.
@@ -163,8 +168,8 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
     UniqueFd fd;
     auto a = std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, 1 << 20);
     if (!a->ok()) return fail(b, 0, "cudaMalloc");
-    if (!ok(cuda_ipc::export_buffer(a->data(), &e1, &fd)) ||
-        !ok(cuda_ipc::export_buffer(a->data() + 4096, &e2, &fd)))
+    if (!ok(cuda_ipc::export_buffer(a->data(), 1, &e1, &fd)) ||
+        !ok(cuda_ipc::export_buffer(a->data() + 4096, 1, &e2, &fd)))
       return fail(b, 0, "export");
     if (std::memcmp(e1.legacy, e2.legacy, sizeof e1.legacy) != 0 || e2.offset != 4096)
       return fail(b, 0, "the second export differs from the first");
@@ -172,9 +177,52 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
     const uint64_t first_id = e1.buffer_id;
     a.reset();
     a = std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, 1 << 20);
-    if (!a->ok() || !ok(cuda_ipc::export_buffer(a->data(), &e3, &fd))) return fail(b, 0, "export 3");
+    if (!a->ok() || !ok(cuda_ipc::export_buffer(a->data(), 1, &e3, &fd)))
+      return fail(b, 0, "export 3");
     if (e3.buffer_id == first_id) return fail(b, 0, "a new allocation kept the buffer id");
     if (made && made() - before != 2) return fail(b, 0, "a new allocation reused an old handle");
+    return 0;
+  }, 30000);
+  if (b->error[0][0]) ADD_FAILURE() << b->error[0];
+  EXPECT_EQ(failed, 0);
+}
+
+// A cuMem receive buffer is exported as its allocation's POSIX fd, taking no lasting
+// reference (the simulated runtime counts them); one over two allocations mapped back to
+// back, or in one made without the POSIX-fd handle type, goes as "host".
+TEST(CudaIpcExport, VmmBuffersExportAsFdsAndSegmentsAsHost) {
+  ZCX_REQUIRE_GPUS(1);
+  test::ForkShared<Board> board;
+  ASSERT_TRUE(board.ok());
+  Board* b = board.get();
+  int failed = run_ranks(1, [&](int) {
+    std::string why;
+    const CudaApi* api = cuda_shim_load(&why);
+    if (api == nullptr || api->set_device(0) != cudaSuccess) return fail(b, 0, "CUDA");
+    FakeCounter refs = fake_counter("fake_cuda_vmm_references");
+    DeviceBuffer whole(Alloc::kVmm, 0, 1 << 20);
+    DeviceBuffer split(Alloc::kVmmSegments, 0, size_t{4} << 20);
+    if (!whole.ok() || !split.ok()) return fail(b, 0, "cuMemCreate");
+    const long before = refs ? refs() : 0;
+    cuda_ipc::Export e;
+    UniqueFd fd;
+    if (!ok(cuda_ipc::export_buffer(whole.data() + 64, 4096, &e, &fd)) ||
+        e.kind != cuda_ipc::ExportKind::kVmm || !fd.valid() || e.offset != 64)
+      return fail(b, 0, "the VMM export: " + std::string(last_error()));
+    if (refs && refs() != before) return fail(b, 0, "the export kept a handle reference");
+    UniqueFd none;
+    const size_t seg = size_t{2} << 20;
+    if (!ok(cuda_ipc::export_buffer(split.data() + seg - 8, 16, &e, &none)) ||
+        e.kind != cuda_ipc::ExportKind::kHost || none.valid())
+      return fail(b, 0, "a buffer over two segments was not exported as host");
+    if (!ok(cuda_ipc::export_buffer(split.data() + seg, seg, &e, &fd)) ||
+        e.kind != cuda_ipc::ExportKind::kVmm)
+      return fail(b, 0, "a buffer inside one segment was not exported as VMM");
+    DeviceBuffer closed(Alloc::kVmm, 0, 4096, CU_MEM_HANDLE_TYPE_NONE);
+    if (!closed.ok() || !ok(cuda_ipc::export_buffer(closed.data(), 4096, &e, &none)) ||
+        e.kind != cuda_ipc::ExportKind::kHost || none.valid())
+      return fail(b, 0, "a buffer without the POSIX-fd handle type was not exported as host");
+    if (refs && refs() != before + 2) return fail(b, 0, "the exports kept a handle reference");
     return 0;
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];

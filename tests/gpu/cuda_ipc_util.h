@@ -1,6 +1,6 @@
 // Multi-process helpers for the cuda_ipc test and bench: forked ranks sharing the GPUs,
-// handles exchanged through a shared anonymous board, device buffers allocated either with
-// cudaMalloc (legacy IPC) or with cuMemCreate + POSIX-fd handle type (VMM).
+// handles exchanged through a shared anonymous board, device buffers allocated with cudaMalloc
+// (legacy IPC) or with cuMemCreate + POSIX-fd handle type (VMM), whole or in segments.
 #pragma once
 
 #include "base/provider.h"
@@ -120,12 +120,15 @@ inline bool wait_all(std::vector<void*>& reqs, std::vector<size_t>* sizes, int m
   return true;
 }
 
-enum class Alloc { kCudaMalloc, kVmm };
+// kVmmSegments: one cuMem allocation per granularity (2 MiB on an H100), mapped back to back
+// in one reserved range, as PyTorch's expandable segments map theirs.
+enum class Alloc { kCudaMalloc, kVmm, kVmmSegments };
 
-// A device buffer; VMM ones are exportable as POSIX fds.
+// A device buffer; VMM ones are exportable as POSIX fds unless `vmm_types` says otherwise.
 class DeviceBuffer {
  public:
-  DeviceBuffer(Alloc kind, int dev, size_t bytes);
+  DeviceBuffer(Alloc kind, int dev, size_t bytes,
+               CUmemAllocationHandleType vmm_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -133,43 +136,57 @@ class DeviceBuffer {
   bool ok() const { return ptr_ != nullptr || bytes_ == 0; }
 
  private:
+  void map_vmm(int dev, bool segments, CUmemAllocationHandleType types);
   Alloc kind_;
-  size_t bytes_ = 0, mapped_ = 0;
+  size_t bytes_ = 0;
   uint8_t* ptr_ = nullptr;
-  CUmemGenericAllocationHandle handle_{};
+  CUdeviceptr range_ = 0;  // VMM: the reserved range, its size, what is mapped of it
+  size_t reserved_ = 0, mapped_ = 0, piece_ = 0;
+  std::vector<CUmemGenericAllocationHandle> handles_;
 };
 
-inline DeviceBuffer::DeviceBuffer(Alloc kind, int dev, size_t bytes) : kind_(kind), bytes_(bytes) {
-  const CudaApi* api = cuda_shim();
+inline DeviceBuffer::DeviceBuffer(Alloc kind, int dev, size_t bytes,
+                                  CUmemAllocationHandleType vmm_types)
+    : kind_(kind), bytes_(bytes) {
   if (bytes == 0) return;
-  if (kind == Alloc::kCudaMalloc) {
-    void* p = nullptr;
-    if (api->mem_alloc(&p, bytes) == cudaSuccess) ptr_ = static_cast<uint8_t*>(p);
+  if (kind != Alloc::kCudaMalloc) {
+    map_vmm(dev, kind == Alloc::kVmmSegments, vmm_types);
     return;
   }
+  void* p = nullptr;
+  if (cuda_shim()->mem_alloc(&p, bytes) == cudaSuccess) ptr_ = static_cast<uint8_t*>(p);
+}
+
+// Leaves ptr_ null on failure; the destructor undoes whatever was done.
+inline void DeviceBuffer::map_vmm(int dev, bool segments, CUmemAllocationHandleType types) {
+  const CudaApi* api = cuda_shim();
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.requestedHandleTypes = types;
   size_t gran = 0;
   if (api->cu_mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
       CUDA_SUCCESS)
     return;
-  size_t want = (bytes + gran - 1) / gran * gran;
-  CUdeviceptr p = 0;
+  const size_t want = (bytes_ + gran - 1) / gran * gran;
+  piece_ = segments ? gran : want;
+  if (api->cu_mem_address_reserve(&range_, want, 0, 0, 0) != CUDA_SUCCESS) return;
+  reserved_ = want;
+  for (size_t at = 0; at < want; at += piece_) {
+    handles_.emplace_back();
+    if (api->cu_mem_create(&handles_.back(), piece_, &prop, 0) != CUDA_SUCCESS) {
+      handles_.pop_back();
+      return;
+    }
+    if (api->cu_mem_map(range_ + at, piece_, 0, handles_.back(), 0) != CUDA_SUCCESS) return;
+    mapped_ += piece_;
+  }
   CUmemAccessDesc access{};
   access.location = prop.location;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (api->cu_mem_create(&handle_, want, &prop, 0) != CUDA_SUCCESS) return;
-  mapped_ = want;  // from here on the destructor releases handle_
-  if (api->cu_mem_address_reserve(&p, mapped_, 0, 0, 0) != CUDA_SUCCESS) return;
-  if (api->cu_mem_map(p, mapped_, 0, handle_, 0) != CUDA_SUCCESS ||
-      api->cu_mem_set_access(p, mapped_, &access, 1) != CUDA_SUCCESS) {
-    (void)api->cu_mem_address_free(p, mapped_);
-    return;
-  }
-  ptr_ = reinterpret_cast<uint8_t*>(p);
+  if (api->cu_mem_set_access(range_, want, &access, 1) == CUDA_SUCCESS)
+    ptr_ = reinterpret_cast<uint8_t*>(range_);
 }
 
 inline DeviceBuffer::~DeviceBuffer() {
@@ -178,11 +195,9 @@ inline DeviceBuffer::~DeviceBuffer() {
     if (ptr_ != nullptr) (void)api->mem_free(ptr_);
     return;
   }
-  if (ptr_ != nullptr) {
-    (void)api->cu_mem_unmap(reinterpret_cast<CUdeviceptr>(ptr_), mapped_);
-    (void)api->cu_mem_address_free(reinterpret_cast<CUdeviceptr>(ptr_), mapped_);
-  }
-  if (mapped_ != 0) (void)api->cu_mem_release(handle_);
+  for (size_t at = 0; at < mapped_; at += piece_) (void)api->cu_mem_unmap(range_ + at, piece_);
+  if (reserved_ != 0) (void)api->cu_mem_address_free(range_, reserved_);
+  for (CUmemGenericAllocationHandle h : handles_) (void)api->cu_mem_release(h);
 }
 
 // Forks n ranks running fn(rank) and waits up to ms; kills them all on timeout. Returns the

@@ -2,7 +2,8 @@
 // zcx_mem_register, and a collective or send/recv without a CUDA stream. The providers and
 // the host schedules copy those buffers with the CPU, which faults on device memory; each
 // call must fail with ZCX_ERR_INVALID_ARG saying the buffer is GPU memory, and the same
-// collective with a stream must still work afterwards. One rank, one process (no fork after
+// collective with a stream must still work afterwards. A stream-ordered call's buffer must
+// lie in device memory that holds all of it. One rank, one process (no fork after
 // CUDA is initialised). Runs on a GPU (label gpu) and against the simulated runtime, whose
 // device memory faults on host access as a GPU's does (zcx_gpu_misuse_simulated).
 #include <gtest/gtest.h>
@@ -89,6 +90,35 @@ TEST_F(GpuMisuse, CallsWithoutAStreamRefuseDeviceBuffersAndWithOneRun) {
   std::vector<int32_t> out(kCount, 0);
   ASSERT_EQ(api->copy(out.data(), dev.data(), kCount * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(out, host) << "one rank's allreduce leaves its values";
+  EXPECT_EQ(api->stream_destroy(stream), cudaSuccess);
+}
+
+// A stream-ordered call whose buffer runs past the end of its cudaMalloc allocation is
+// refused before anything is enqueued; one over cuMem allocations mapped back to back
+// (expandable segments) is one buffer, and runs.
+TEST_F(GpuMisuse, BuffersPastTheirAllocationAreRefusedUnlessSegmentsContinueThem) {
+  constexpr size_t kCount = 1024;
+  DeviceBuffer small(Alloc::kCudaMalloc, 0, kCount * 4);
+  DeviceBuffer segments(Alloc::kVmmSegments, 0, size_t{6} << 20);
+  ASSERT_TRUE(small.ok() && segments.ok());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(api->stream_create_with_flags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(zcx_allreduce(small.data(), small.data(), 2 * kCount, ZCX_INT32, ZCX_SUM, comm,
+                          stream), ZCX_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(zcx_get_last_error()).find("past the end of its allocation"),
+            std::string::npos) << zcx_get_last_error();
+  // 4 MiB from 1 MiB into the first 2 MiB segment: over three of them.
+  const size_t count = (size_t{4} << 20) / 4;
+  std::vector<int32_t> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = static_cast<int32_t>(i);
+  uint8_t* at = segments.data() + (size_t{1} << 20);
+  ASSERT_EQ(api->copy(at, host.data(), count * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(zcx_allreduce(at, at, count, ZCX_INT32, ZCX_SUM, comm, stream), ZCX_SUCCESS)
+      << zcx_get_last_error();
+  EXPECT_EQ(api->stream_synchronize(stream), cudaSuccess);
+  std::vector<int32_t> out(count, -1);
+  ASSERT_EQ(api->copy(out.data(), at, count * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(out, host);
   EXPECT_EQ(api->stream_destroy(stream), cudaSuccess);
 }
 

@@ -1,12 +1,15 @@
 // cuda_ipc provider: GPU memory between processes of one host. The receiver exports each
 // receive buffer (a legacy CUDA IPC handle for cudaMalloc memory, made once per allocation,
-// or a cuMem POSIX fd for VMM memory) in a POST message; the sender imports it (cached per peer process, see
-// cuda_ipc_cache.cc), copies into it with cudaMemcpyAsync on its own stream (the copy
-// engines; NVLink where present), records an event, and when the event completes sends
-// DONE. The receiver never touches the sender's memory. Where the sender cannot map the
-// buffer while a stream-ordered call holds a stream (a reused range, cuda_ipc_cache.cc), the
-// bytes go through host memory instead: the sender copies them into a memfd and passes it in
-// a DATA packet; the receiver copies them in on its own stream.
+// or a cuMem POSIX fd for VMM memory) in a POST message; the sender imports it (cached per
+// peer process, see cuda_ipc_cache.cc), copies into it with cudaMemcpyAsync on its own
+// stream (the copy engines; NVLink where present), records an event, and when the event
+// completes sends DONE. The receiver never touches the sender's memory. Where the sender
+// cannot map the buffer while a stream-ordered call holds a stream (a reused range,
+// cuda_ipc_cache.cc), the bytes go through host memory instead: the sender copies them into
+// a memfd and passes it in a DATA packet; the receiver copies them in on its own stream. So
+// do receives into a buffer that no one handle exports (one over several cuMem allocations
+// mapped back to back, as PyTorch's expandable segments, or in a cuMem allocation made
+// without the POSIX-fd handle type): the receiver POSTs kind "host".
 //
 // Control channel: one SOCK_SEQPACKET abstract Unix socket per one-directional connection
 // (one packet per message, SCM_RIGHTS for VMM fds); SO_PEERCRED checks both ends, the
@@ -34,7 +37,7 @@
 
 namespace zcx::cuda_ipc {
 
-inline constexpr uint32_t kWireVersion = 2;
+inline constexpr uint32_t kWireVersion = 3;  // 3: export kind kHost
 inline constexpr int kMaxRequests = 256;
 inline constexpr size_t kMaxMessage = size_t(1) << 40;
 inline constexpr size_t kMaxPacket = 256;
@@ -45,8 +48,9 @@ inline constexpr uint32_t kDoneMagic = 0x44504943;  // "CIPD"
 inline constexpr uint32_t kDataMagic = 0x46504943;  // "CIPF"
 enum AckCode : uint32_t { kAckOk = 0, kAckSecret = 1, kAckVersion = 2 };
 
-// kNone: a zero-byte receive (nothing to export).
-enum class ExportKind : uint32_t { kNone = 0, kLegacy = 1, kVmm = 2 };
+// kNone: a zero-byte receive (nothing to export). kHost: nothing the sender can map (the
+// buffer spans several allocations); the bytes come in DATA.
+enum class ExportKind : uint32_t { kNone = 0, kLegacy = 1, kVmm = 2, kHost = 3 };
 
 // What a receiver tells the sender about one receive buffer.
 struct Export {
@@ -58,9 +62,9 @@ struct Export {
   uint8_t legacy[64] = {};  // cudaIpcMemHandle_t (kLegacy)
 };
 
-// Export of a local device buffer (cuda_ipc_md.cc). *fd is set for kVmm (the caller sends
-// and closes it).
-Status export_buffer(const void* data, Export* out, UniqueFd* fd);
+// Export of a local device buffer of `bytes` (> 0) bytes (cuda_ipc_md.cc). *fd is set for
+// kVmm (the caller sends and closes it).
+Status export_buffer(const void* data, size_t bytes, Export* out, UniqueFd* fd);
 
 // Process-wide cache of imported peer allocations (cuda_ipc_cache.cc), keyed by exporter pid,
 // base and buffer id. acquire maps on a miss (fd: kVmm only) and returns the local address

@@ -3,8 +3,9 @@
 //  sender    the k-th POST matches the k-th isend; the copy goes on the comm's stream into
 //            the imported allocation, and the request completes (and DONE is sent) once the
 //            copy's event has completed. Copies of successive sends overlap on the stream.
-//            Where the allocation cannot be mapped now (cache_acquire), the copy goes into a
-//            memfd instead, passed in DATA in DONE's place.
+//            Where the allocation cannot be mapped now (cache_acquire), or the POST says it
+//            cannot be mapped at all (kHost), the copy goes into a memfd instead, passed in
+//            DATA in DONE's place.
 //  receiver  a DATA completes its receive once the copy in from the memfd has completed.
 // A comm with requests that sees no progress for ZCX_TIMEOUT fails them, naming the peer.
 #include "common/clock.h"
@@ -49,7 +50,7 @@ bool post_read(wire::Reader& r, uint64_t* seq, uint64_t* cap, Export* e) {
   r.bytes(e->legacy, sizeof(e->legacy));
   e->kind = static_cast<ExportKind>(kind);
   bool in_range = e->offset <= e->size && *cap <= e->size - e->offset;
-  return r.ok() && kind <= 2 && (kind == 0 ? *cap == 0 : in_range);
+  return r.ok() && kind <= 3 && (kind == 0 ? *cap == 0 : in_range);
 }
 
 Status fail(Comm* c, Status s, const char* what) {
@@ -173,6 +174,7 @@ Status start_copy(Comm* c, Request* r) {
   r->dst = e;
   r->copying = true;
   if (r->size == 0) return Status::kSuccess;  // nothing to copy; the event stays null
+  if (e.kind == ExportKind::kHost) return start_bounce(c, r);
   ZCX_TRY(cache_acquire(c->peer.pid, c->device, e, fd.get(), &r->mapped));
   if (r->mapped == nullptr) return start_bounce(c, r);
   return copy_and_record(c, r, r->mapped + e.offset, r->src, r->size);
@@ -283,7 +285,7 @@ Status irecv(Comm* c, void* data, size_t cap, Request** out) {
   Export e;
   e.kind = ExportKind::kNone;
   UniqueFd fd;
-  if (cap > 0) ZCX_TRY(export_buffer(data, &e, &fd));
+  if (cap > 0) ZCX_TRY(export_buffer(data, cap, &e, &fd));
   uint8_t buf[kMaxPacket];
   size_t len = post_write(c->next_seq, cap, e, buf);
   Status st = packet_send(c->sock.get(), buf, len, fd.get());

@@ -4,6 +4,7 @@
 #include "common/dl/dl.h"
 #include "common/log.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -168,6 +169,35 @@ bool cuda_is_device_memory(const void* p) {
          api->cu_pointer_get_attribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, at) ==
              CUDA_SUCCESS &&
          managed == 0;
+}
+
+namespace {
+// Whether p lies in memory mapped with cuMemMap (cuMemRetainAllocationHandle refuses others).
+bool is_cumem_mapped(const CudaApi* api, CUdeviceptr p) {
+  CUmemGenericAllocationHandle h{};
+  if (api->cu_mem_retain_allocation_handle(&h, reinterpret_cast<void*>(p)) != CUDA_SUCCESS)
+    return false;
+  (void)api->cu_mem_release(h);
+  return true;
+}
+}  // namespace
+
+size_t cuda_allocations_spanned(const void* p, size_t bytes) {
+  const CudaApi* api = cuda_shim();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  if (api == nullptr || api->cu_mem_get_address_range(&base, &size, at) != CUDA_SUCCESS)
+    return 0;
+  const CUdeviceptr end = at + std::max<size_t>(bytes, 1);
+  size_t count = 1;
+  if (base + size < end && !is_cumem_mapped(api, at)) return 0;
+  // The next allocation must start where this one ends, and be mapped there too.
+  for (CUdeviceptr next = base + size; next < end; next = base + size, ++count)
+    if (api->cu_mem_get_address_range(&base, &size, next) != CUDA_SUCCESS || base != next ||
+        !is_cumem_mapped(api, next))
+      return 0;
+  return count;
 }
 
 int cuda_device_count(std::string* why) {

@@ -92,6 +92,13 @@ const CudaApi* cuda_shim();
 decltype(&::cuMemGetHandleForAddressRange) cuda_dmabuf_export(std::string* why);
 // cuda_is_device_memory: common/dl/device_memory.h.
 
+// How many allocations hold [p, p + bytes): 1 for a range inside one cudaMalloc allocation or
+// one cuMem allocation; more where cuMem allocations are mapped back to back in one virtual
+// range (PyTorch's expandable segments), which cuMemGetAddressRange reports one at a time;
+// 0 where part of the range is neither. Asked of the driver (no context is made); 0 before the
+// shim is loaded. A range that starts in cudaMalloc memory never continues into a neighbour.
+size_t cuda_allocations_spanned(const void* p, size_t bytes);
+
 // One line for zcx-info and test skips: "2 CUDA devices (driver 13.0, runtime 13.0)",
 // "no CUDA driver (...)" or "CUDA driver loaded, no device (...)". Never fails.
 std::string cuda_shim_describe();
