@@ -1,10 +1,10 @@
 // Multi-process conformance of the cuda_ipc provider: 2 and 4 forked ranks sharing the
 // GPU(s) in a full mesh, device buffers from cudaMalloc (legacy IPC handles), from
-// cuMemCreate (POSIX-fd VMM handles) and from 2 MiB cuMem segments mapped back to back
-// (expandable segments: buffers within one segment go as VMM, larger ones through host
-// memory), sizes 0 B to 64 MiB, several messages per peer in flight, every byte verified on
-// the host; a receive completed just before its peer closed still reports done. Skips, with
-// the reason, where there is no GPU.
+// cuMemCreate (POSIX-fd VMM handles), from 2 MiB cuMem segments mapped back to back
+// (expandable segments: one fd per segment a buffer covers) and from cuMemCreate without the
+// POSIX-fd type (through host memory), sizes 0 B to 64 MiB, several messages per peer in
+// flight, every byte verified on the host; a receive completed just before its peer closed
+// still reports done. Skips, with the reason, where there is no GPU.
 #include "common/wire.h"
 #include "cuda_ipc/cuda_ipc.h"
 #include "cuda_ipc_util.h"
@@ -113,7 +113,7 @@ TEST_P(CudaIpcTest, MeshExchangeVerified) {
 }
 
 std::string mesh_name(const ::testing::TestParamInfo<std::tuple<int, Alloc>>& info) {
-  static const char* const kNames[] = {"cudamalloc", "vmm", "vmmsegments"};
+  static const char* const kNames[] = {"cudamalloc", "vmm", "vmmsegments", "vmmnofd"};
   return std::to_string(std::get<0>(info.param)) + "ranks_" +
          kNames[static_cast<int>(std::get<1>(info.param))];
 }
@@ -121,7 +121,8 @@ std::string mesh_name(const ::testing::TestParamInfo<std::tuple<int, Alloc>>& in
 INSTANTIATE_TEST_SUITE_P(
     RanksAndAllocators, CudaIpcTest,
     ::testing::Combine(::testing::Values(2, 4),
-                       ::testing::Values(Alloc::kCudaMalloc, Alloc::kVmm, Alloc::kVmmSegments)),
+                       ::testing::Values(Alloc::kCudaMalloc, Alloc::kVmm, Alloc::kVmmSegments,
+                                         Alloc::kVmmNoFd)),
     mesh_name);
 
 // Without a GPU the provider still loads, reports 0 devices and refuses a device it does not
@@ -164,22 +165,23 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
     if (api == nullptr || api->set_device(0) != cudaSuccess) return fail(b, 0, "CUDA");
     FakeCounter made = fake_counter("fake_cuda_ipc_exports");
     const long before = made ? made() : 0;
-    cuda_ipc::Export e1, e2, e3;
-    UniqueFd fd;
+    cuda_ipc::PostedBuffer p1, p2, p3;
     auto a = std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, 1 << 20);
     if (!a->ok()) return fail(b, 0, "cudaMalloc");
-    if (!ok(cuda_ipc::export_buffer(a->data(), 1, &e1, &fd)) ||
-        !ok(cuda_ipc::export_buffer(a->data() + 4096, 1, &e2, &fd)))
+    if (!ok(cuda_ipc::export_buffer(a->data(), 1, &p1)) ||
+        !ok(cuda_ipc::export_buffer(a->data() + 4096, 1, &p2)))
       return fail(b, 0, "export");
+    const cuda_ipc::Export &e1 = p1.pieces.at(0), &e2 = p2.pieces.at(0);
     if (std::memcmp(e1.legacy, e2.legacy, sizeof e1.legacy) != 0 || e2.offset != 4096)
       return fail(b, 0, "the second export differs from the first");
     if (made && made() - before != 1) return fail(b, 0, "cudaIpcGetMemHandle called again");
     const uint64_t first_id = e1.buffer_id;
     a.reset();
     a = std::make_unique<DeviceBuffer>(Alloc::kCudaMalloc, 0, 1 << 20);
-    if (!a->ok() || !ok(cuda_ipc::export_buffer(a->data(), 1, &e3, &fd)))
+    if (!a->ok() || !ok(cuda_ipc::export_buffer(a->data(), 1, &p3)))
       return fail(b, 0, "export 3");
-    if (e3.buffer_id == first_id) return fail(b, 0, "a new allocation kept the buffer id");
+    if (p3.pieces.at(0).buffer_id == first_id)
+      return fail(b, 0, "a new allocation kept the buffer id");
     if (made && made() - before != 2) return fail(b, 0, "a new allocation reused an old handle");
     return 0;
   }, 30000);
@@ -187,42 +189,51 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
   EXPECT_EQ(failed, 0);
 }
 
+// What export_buffer makes of a buffer in pieces: kinds, offsets and descriptors.
+bool exported_as(const cuda_ipc::PostedBuffer& p, cuda_ipc::ExportKind kind, size_t pieces,
+                 size_t fds) {
+  if (p.pieces.size() != pieces || p.fds.size() != fds) return false;
+  for (const cuda_ipc::Export& e : p.pieces)
+    if (e.kind != kind) return false;
+  return true;
+}
+
 // A cuMem receive buffer is exported as its allocation's POSIX fd, taking no lasting
-// reference (the simulated runtime counts them); one over two allocations mapped back to
-// back, or in one made without the POSIX-fd handle type, goes as "host".
-TEST(CudaIpcExport, VmmBuffersExportAsFdsAndSegmentsAsHost) {
+// reference (the simulated runtime counts them); one over allocations mapped back to back as
+// one fd per allocation (the first from the buffer's offset), up to kMaxPieces of them, and
+// as "host" beyond that, or in an allocation made without the POSIX-fd handle type.
+TEST(CudaIpcExport, VmmBuffersExportAsFdsPerAllocation) {
   ZCX_REQUIRE_GPUS(1);
   test::ForkShared<Board> board;
   ASSERT_TRUE(board.ok());
   Board* b = board.get();
   int failed = run_ranks(1, [&](int) {
+    using cuda_ipc::ExportKind;
     std::string why;
     const CudaApi* api = cuda_shim_load(&why);
     if (api == nullptr || api->set_device(0) != cudaSuccess) return fail(b, 0, "CUDA");
     FakeCounter refs = fake_counter("fake_cuda_vmm_references");
-    DeviceBuffer whole(Alloc::kVmm, 0, 1 << 20);
-    DeviceBuffer split(Alloc::kVmmSegments, 0, size_t{4} << 20);
-    if (!whole.ok() || !split.ok()) return fail(b, 0, "cuMemCreate");
+    const size_t seg = size_t{2} << 20, many = cuda_ipc::kMaxPieces + 1;
+    DeviceBuffer whole(Alloc::kVmm, 0, 1 << 20), split(Alloc::kVmmSegments, 0, many * seg);
+    DeviceBuffer closed(Alloc::kVmmNoFd, 0, 4096);
+    if (!whole.ok() || !split.ok() || !closed.ok()) return fail(b, 0, "cuMemCreate");
     const long before = refs ? refs() : 0;
-    cuda_ipc::Export e;
-    UniqueFd fd;
-    if (!ok(cuda_ipc::export_buffer(whole.data() + 64, 4096, &e, &fd)) ||
-        e.kind != cuda_ipc::ExportKind::kVmm || !fd.valid() || e.offset != 64)
+    cuda_ipc::PostedBuffer p;
+    if (!ok(cuda_ipc::export_buffer(whole.data() + 64, 4096, &p)) ||
+        !exported_as(p, ExportKind::kVmm, 1, 1) || p.pieces[0].offset != 64)
       return fail(b, 0, "the VMM export: " + std::string(last_error()));
-    if (refs && refs() != before) return fail(b, 0, "the export kept a handle reference");
-    UniqueFd none;
-    const size_t seg = size_t{2} << 20;
-    if (!ok(cuda_ipc::export_buffer(split.data() + seg - 8, 16, &e, &none)) ||
-        e.kind != cuda_ipc::ExportKind::kHost || none.valid())
-      return fail(b, 0, "a buffer over two segments was not exported as host");
-    if (!ok(cuda_ipc::export_buffer(split.data() + seg, seg, &e, &fd)) ||
-        e.kind != cuda_ipc::ExportKind::kVmm)
-      return fail(b, 0, "a buffer inside one segment was not exported as VMM");
-    DeviceBuffer closed(Alloc::kVmm, 0, 4096, CU_MEM_HANDLE_TYPE_NONE);
-    if (!closed.ok() || !ok(cuda_ipc::export_buffer(closed.data(), 4096, &e, &none)) ||
-        e.kind != cuda_ipc::ExportKind::kHost || none.valid())
+    if (!ok(cuda_ipc::export_buffer(split.data() + seg - 8, seg + 16, &p)) ||
+        !exported_as(p, ExportKind::kVmm, 3, 3) || p.pieces[0].offset != seg - 8 ||
+        p.pieces[1].offset != 0 || p.pieces[2].size != seg)
+      return fail(b, 0, "a buffer over three segments was not exported in three pieces");
+    if (!ok(cuda_ipc::export_buffer(split.data(), many * seg, &p)) ||
+        !exported_as(p, ExportKind::kHost, 1, 0))
+      return fail(b, 0, "a buffer over more than kMaxPieces segments was not exported as host");
+    if (!ok(cuda_ipc::export_buffer(closed.data(), 4096, &p)) ||
+        !exported_as(p, ExportKind::kHost, 1, 0))
       return fail(b, 0, "a buffer without the POSIX-fd handle type was not exported as host");
-    if (refs && refs() != before + 2) return fail(b, 0, "the exports kept a handle reference");
+    p = {};
+    if (refs && refs() != before) return fail(b, 0, "the exports kept a handle reference");
     return 0;
   }, 30000);
   if (b->error[0][0]) ADD_FAILURE() << b->error[0];

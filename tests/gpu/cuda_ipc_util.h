@@ -121,14 +121,15 @@ inline bool wait_all(std::vector<void*>& reqs, std::vector<size_t>* sizes, int m
 }
 
 // kVmmSegments: one cuMem allocation per granularity (2 MiB on an H100), mapped back to back
-// in one reserved range, as PyTorch's expandable segments map theirs.
-enum class Alloc { kCudaMalloc, kVmm, kVmmSegments };
+// in one reserved range, as PyTorch's expandable segments map theirs. kVmmNoFd: one cuMem
+// allocation made without the POSIX-fd handle type (which cuda_ipc carries through host
+// memory).
+enum class Alloc { kCudaMalloc, kVmm, kVmmSegments, kVmmNoFd };
 
-// A device buffer; VMM ones are exportable as POSIX fds unless `vmm_types` says otherwise.
+// A device buffer.
 class DeviceBuffer {
  public:
-  DeviceBuffer(Alloc kind, int dev, size_t bytes,
-               CUmemAllocationHandleType vmm_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  DeviceBuffer(Alloc kind, int dev, size_t bytes);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -145,12 +146,13 @@ class DeviceBuffer {
   std::vector<CUmemGenericAllocationHandle> handles_;
 };
 
-inline DeviceBuffer::DeviceBuffer(Alloc kind, int dev, size_t bytes,
-                                  CUmemAllocationHandleType vmm_types)
+inline DeviceBuffer::DeviceBuffer(Alloc kind, int dev, size_t bytes)
     : kind_(kind), bytes_(bytes) {
   if (bytes == 0) return;
   if (kind != Alloc::kCudaMalloc) {
-    map_vmm(dev, kind == Alloc::kVmmSegments, vmm_types);
+    map_vmm(dev, kind == Alloc::kVmmSegments,
+            kind == Alloc::kVmmNoFd ? CU_MEM_HANDLE_TYPE_NONE
+                                    : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     return;
   }
   void* p = nullptr;

@@ -33,20 +33,21 @@ Status check_peer_cred(int fd, int expect_pid, const char* provider, const char*
   return Status::kSuccess;
 }
 
-Status send_packet(int sock, const void* buf, size_t len, int fd) {
+Status send_packet_fds(int sock, const void* buf, size_t len, const int* fds, size_t nfds) {
+  if (nfds > kMaxPacketFds) return set_error_quiet(Status::kInvalidArg, "too many descriptors");
   iovec iov{const_cast<void*>(buf), len};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxPacketFds)] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  if (fd >= 0) {
+  if (nfds > 0) {
     msg.msg_control = ctl;
-    msg.msg_controllen = sizeof(ctl);
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
     cmsghdr* cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
   }
   ssize_t n;
   do {
@@ -57,9 +58,13 @@ Status send_packet(int sock, const void* buf, size_t len, int fd) {
   return set_error_quiet(Status::kRemote, "%s", n < 0 ? errno_text(errno) : "short write");
 }
 
-Status recv_packet(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
+Status send_packet(int sock, const void* buf, size_t len, int fd) {
+  return send_packet_fds(sock, buf, len, &fd, fd >= 0 ? 1 : 0);
+}
+
+Status recv_packet_fds(int sock, void* buf, size_t cap, size_t* len, std::vector<UniqueFd>* fds) {
   iovec iov{buf, cap};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)] = {};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxPacketFds)] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -78,14 +83,20 @@ Status recv_packet(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
     for (size_t i = 0; i < nfd; ++i) {
       int f;
       memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (!fd->valid()) fd->reset(f);
-      else close(f);
+      fds->emplace_back(f);
     }
   }
   *len = static_cast<size_t>(n);
   if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
     return set_error_quiet(Status::kProtocol, "packet truncated");
   return Status::kSuccess;
+}
+
+Status recv_packet(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
+  std::vector<UniqueFd> fds;
+  Status st = recv_packet_fds(sock, buf, cap, len, &fds);
+  if (!fds.empty()) *fd = std::move(fds.front());  // the others close here
+  return st;
 }
 
 }  // namespace zcx::unix_socket

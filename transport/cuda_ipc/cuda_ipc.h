@@ -28,6 +28,7 @@
 #include "common/fd.h"
 #include "common/memfd.h"
 #include "common/status.h"
+#include "common/wire.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -37,10 +38,11 @@
 
 namespace zcx::cuda_ipc {
 
-inline constexpr uint32_t kWireVersion = 3;  // 3: export kind kHost
+inline constexpr uint32_t kWireVersion = 3;  // 3: export kinds kHost and kPieces
 inline constexpr int kMaxRequests = 256;
 inline constexpr size_t kMaxMessage = size_t(1) << 40;
-inline constexpr size_t kMaxPacket = 256;
+inline constexpr size_t kMaxPieces = 64;  // allocations one POST lists (one fd each)
+inline constexpr size_t kMaxPacket = 256 + kMaxPieces * 32;
 
 inline constexpr uint32_t kAckMagic = 0x41504943;   // "CIPA"
 inline constexpr uint32_t kPostMagic = 0x50504943;  // "CIPP"
@@ -48,11 +50,12 @@ inline constexpr uint32_t kDoneMagic = 0x44504943;  // "CIPD"
 inline constexpr uint32_t kDataMagic = 0x46504943;  // "CIPF"
 enum AckCode : uint32_t { kAckOk = 0, kAckSecret = 1, kAckVersion = 2 };
 
-// kNone: a zero-byte receive (nothing to export). kHost: nothing the sender can map (the
-// buffer spans several allocations); the bytes come in DATA.
-enum class ExportKind : uint32_t { kNone = 0, kLegacy = 1, kVmm = 2, kHost = 3 };
+// kNone: a zero-byte receive (nothing to export). kHost: nothing the sender can map; the
+// bytes come in DATA. kPieces (on the wire only): the POST lists several kVmm exports, one per
+// cuMem allocation of a buffer over allocations mapped back to back.
+enum class ExportKind : uint32_t { kNone = 0, kLegacy = 1, kVmm = 2, kHost = 3, kPieces = 4 };
 
-// What a receiver tells the sender about one receive buffer.
+// What a receiver tells the sender about one allocation of a receive buffer.
 struct Export {
   ExportKind kind = ExportKind::kLegacy;
   uint64_t base = 0;        // allocation base in the exporter's address space
@@ -62,9 +65,25 @@ struct Export {
   uint8_t legacy[64] = {};  // cudaIpcMemHandle_t (kLegacy)
 };
 
-// Export of a local device buffer of `bytes` (> 0) bytes (cuda_ipc_md.cc). *fd is set for
-// kVmm (the caller sends and closes it).
-Status export_buffer(const void* data, size_t bytes, Export* out, UniqueFd* fd);
+// One receive buffer as POSTed: its capacity, and where its bytes go: one export (of any
+// kind) or, for a buffer over cuMem allocations mapped back to back, one kVmm export per
+// allocation in address order (the first from the buffer's offset, the others from their
+// base); the fds of its kVmm exports, in order.
+struct PostedBuffer {
+  uint64_t cap = 0;
+  std::vector<Export> pieces;
+  std::vector<UniqueFd> fds;
+};
+
+// Export of a local device buffer of `bytes` (> 0) bytes (cuda_ipc_md.cc): out's pieces and
+// fds (the caller sends and closes them).
+Status export_buffer(const void* data, size_t bytes, PostedBuffer* out);
+
+// The POST message (cuda_ipc_wire.cc): its bytes (at most kMaxPacket), and reading one with
+// its descriptors already in p->fds: false unless every field is in bounds, the pieces hold
+// the capacity and each kVmm piece has its descriptor.
+size_t post_write(uint64_t seq, const PostedBuffer& p, uint8_t* buf);
+bool post_read(wire::Reader& r, uint64_t* seq, PostedBuffer* p);
 
 // Process-wide cache of imported peer allocations (cuda_ipc_cache.cc), keyed by exporter pid,
 // base and buffer id. acquire maps on a miss (fd: kVmm only) and returns the local address
@@ -97,8 +116,8 @@ struct Request {
   const void* src = nullptr;
   size_t size = 0;
   bool copying = false;
-  Export dst;                 // the matching POST
-  uint8_t* mapped = nullptr;  // imported base (released when done)
+  std::vector<Export> dst;       // the matching POST's pieces this send reaches, mapped at
+  std::vector<uint8_t*> mapped;  // these imported bases (released when done)
   cudaEvent_t event = nullptr;  // the copy out (send) or in (DATA receive)
   UniqueFd bounce_fd;         // send through host memory: the memfd passed in DATA
   // recv
@@ -118,9 +137,7 @@ struct Comm {
   bool acked = false;           // sender: ACK received
   cudaStream_t stream = nullptr;  // copies out (sender) and of DATA in (receiver)
   std::deque<Request*> queue;   // posting order
-  std::deque<Export> posts;     // sender: POSTs not yet matched, their capacities and fds
-  std::deque<uint64_t> post_caps;
-  std::deque<int> post_fds;     // -1 for legacy
+  std::deque<PostedBuffer> posts;  // sender: POSTs not yet matched
   uint64_t next_seq = 0;        // sends/receives posted
   uint64_t next_post = 0;       // sender: POSTs received
   int64_t last_progress_ns = 0;
@@ -154,8 +171,11 @@ Status accept(ListenComm* lc, Comm** out);
 std::string peer_name(const Comm* c);
 // Packets on a control socket: kInProgress when the socket is full / nothing arrived;
 // kRemote (quiet: the caller names the peer) when the peer closed. fd -1: none attached.
+// The _fds forms carry up to kMaxPieces descriptors.
 Status packet_send(int sock, const void* buf, size_t len, int fd);
+Status packet_send_fds(int sock, const void* buf, size_t len, const int* fds, size_t nfds);
 Status packet_recv(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd);
+Status packet_recv_fds(int sock, void* buf, size_t cap, size_t* len, std::vector<UniqueFd>* fds);
 
 // Data path (cuda_ipc_progress.cc).
 Status isend(Comm* c, const void* data, size_t size, Request** out);

@@ -24,35 +24,6 @@
 namespace zcx::cuda_ipc {
 namespace {
 
-size_t post_write(uint64_t seq, size_t cap, const Export& e, uint8_t* buf) {
-  wire::Writer w(buf, kMaxPacket);
-  w.u32(kPostMagic);
-  w.u64(seq);
-  w.u64(cap);
-  w.u32(static_cast<uint32_t>(e.kind));
-  w.u64(e.base);
-  w.u64(e.size);
-  w.u64(e.offset);
-  w.u64(e.buffer_id);
-  w.bytes(e.legacy, sizeof(e.legacy));
-  return w.size();
-}
-
-// A POST from the peer: every field is bounds-checked before use.
-bool post_read(wire::Reader& r, uint64_t* seq, uint64_t* cap, Export* e) {
-  *seq = r.u64();
-  *cap = r.u64();
-  uint32_t kind = r.u32();
-  e->base = r.u64();
-  e->size = r.u64();
-  e->offset = r.u64();
-  e->buffer_id = r.u64();
-  r.bytes(e->legacy, sizeof(e->legacy));
-  e->kind = static_cast<ExportKind>(kind);
-  bool in_range = e->offset <= e->size && *cap <= e->size - e->offset;
-  return r.ok() && kind <= 3 && (kind == 0 ? *cap == 0 : in_range);
-}
-
 Status fail(Comm* c, Status s, const char* what) {
   std::string msg = "cuda_ipc " + std::string(c->is_send ? "send to " : "receive from ") +
                     peer_name(c) + ": " + what;
@@ -68,16 +39,14 @@ Status on_ack(Comm* c, wire::Reader& r) {
   return Status::kSuccess;
 }
 
-Status on_post(Comm* c, wire::Reader& r, UniqueFd* fd) {
-  uint64_t seq = 0, cap = 0;
-  Export e;
-  if (!c->acked || !post_read(r, &seq, &cap, &e) || seq != c->next_post)
+Status on_post(Comm* c, wire::Reader& r, std::vector<UniqueFd>* fds) {
+  uint64_t seq = 0;
+  PostedBuffer p;
+  p.fds = std::move(*fds);
+  if (!c->acked || !post_read(r, &seq, &p) || seq != c->next_post)
     return fail(c, Status::kProtocol, "malformed or out-of-order POST");
   ++c->next_post;
-  e.size = e.kind == ExportKind::kNone ? 0 : e.size;
-  c->posts.push_back(e);
-  c->post_caps.push_back(cap);
-  c->post_fds.push_back(fd->release());
+  c->posts.push_back(std::move(p));
   return Status::kSuccess;
 }
 
@@ -98,14 +67,62 @@ Status on_done(Comm* c, wire::Reader& r) {
   return Status::kSuccess;
 }
 
-// A copy of r's bytes on the comm's stream (out of a send, or into a receive), then r's event.
-Status copy_and_record(Comm* c, Request* r, void* to, const void* from, size_t n) {
+// r's event after its copies on the comm's stream. The calling thread's device must be the
+// comm's.
+Status record_event(Comm* c, Request* r) {
   const CudaApi* api = c->ctx->api;
-  CudaDeviceGuard guard(c->device);
-  ZCX_TRY(guard.status());
-  ZCX_CUDACHECK(api->copy_async(to, from, n, cudaMemcpyDefault, c->stream));
   ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
   ZCX_CUDACHECK(api->event_record(r->event, c->stream));
+  return Status::kSuccess;
+}
+
+// A copy of r's bytes on the comm's stream (out of a send, or into a receive), then r's event.
+Status copy_and_record(Comm* c, Request* r, void* to, const void* from, size_t n) {
+  CudaDeviceGuard guard(c->device);
+  ZCX_TRY(guard.status());
+  ZCX_CUDACHECK(c->ctx->api->copy_async(to, from, n, cudaMemcpyDefault, c->stream));
+  return record_event(c, r);
+}
+
+// The send's bytes into each mapped piece in turn (the first from its offset), then r's event.
+Status copy_pieces_and_record(Comm* c, Request* r) {
+  CudaDeviceGuard guard(c->device);
+  ZCX_TRY(guard.status());
+  const auto* src = static_cast<const uint8_t*>(r->src);
+  size_t at = 0;
+  for (size_t i = 0; i < r->mapped.size() && at < r->size; ++i) {
+    const Export& e = r->dst[i];
+    const size_t n = std::min<size_t>(e.size - e.offset, r->size - at);
+    ZCX_CUDACHECK(c->ctx->api->copy_async(r->mapped[i] + e.offset, src + at, n,
+                                          cudaMemcpyDefault, c->stream));
+    at += n;
+  }
+  return record_event(c, r);
+}
+
+void release_pieces(Comm* c, Request* r) {
+  for (size_t i = 0; i < r->mapped.size(); ++i) cache_release(c->peer.pid, r->dst[i]);
+  r->mapped.clear();
+  r->dst.clear();
+}
+
+// Maps the pieces the send reaches. Where the driver will not map one now (a reused range
+// while a stream is held), none stays mapped: the caller goes through host memory.
+Status map_pieces(Comm* c, Request* r, const PostedBuffer& p) {
+  size_t at = 0, fd = 0;
+  for (const Export& e : p.pieces) {
+    if (at >= r->size) break;
+    uint8_t* base = nullptr;
+    const int f = e.kind == ExportKind::kVmm ? p.fds[fd++].get() : -1;
+    ZCX_TRY(cache_acquire(c->peer.pid, c->device, e, f, &base));
+    if (base == nullptr) {
+      release_pieces(c, r);
+      return Status::kSuccess;
+    }
+    r->dst.push_back(e);
+    r->mapped.push_back(base);
+    at += e.size - e.offset;
+  }
   return Status::kSuccess;
 }
 
@@ -115,15 +132,16 @@ void unmap_bounce(Request* r) {
 }
 
 // DATA: the bytes of the oldest open receive, in the attached memfd; copied in on the stream.
-Status on_data(Comm* c, wire::Reader& r, UniqueFd* fd) {
+Status on_data(Comm* c, wire::Reader& r, const std::vector<UniqueFd>& fds) {
   uint64_t seq = r.u64(), size = r.u64();
   Request* q = r.ok() && size > 0 ? answered_receive(c, seq, size) : nullptr;
-  if (q == nullptr || !fd->valid())
+  if (q == nullptr || fds.size() != 1)
     return fail(c, Status::kProtocol, "DATA that matches no posted receive, or without a memfd");
-  if (!ok(memfd_check(fd->get(), size, kLogCuda, true)))
+  const int fd = fds.front().get();
+  if (!ok(memfd_check(fd, size, kLogCuda, true)))
     return fail(c, Status::kProtocol,
                 ("DATA without a sealed memfd of its size: " + std::string(last_error())).c_str());
-  if (!ok(q->bounce.map(fd->get(), size, false)))
+  if (!ok(q->bounce.map(fd, size, false)))
     return fail(c, Status::kSystem, "mmap of a DATA memfd failed");
   q->got = size;
   q->filling = true;
@@ -134,8 +152,8 @@ Status read_packets(Comm* c) {
   for (;;) {
     uint8_t buf[kMaxPacket];
     size_t len = 0;
-    UniqueFd fd;
-    Status st = packet_recv(c->sock.get(), buf, sizeof buf, &len, &fd);
+    std::vector<UniqueFd> fds;
+    Status st = packet_recv_fds(c->sock.get(), buf, sizeof buf, &len, &fds);
     if (st == Status::kInProgress) return Status::kSuccess;
     if (!ok(st)) {
       c->closed = last_error();
@@ -145,9 +163,9 @@ Status read_packets(Comm* c) {
     wire::Reader r(buf, len);
     uint32_t magic = r.u32();
     if (c->is_send && magic == kAckMagic) st = on_ack(c, r);
-    else if (c->is_send && magic == kPostMagic) st = on_post(c, r, &fd);
+    else if (c->is_send && magic == kPostMagic) st = on_post(c, r, &fds);
     else if (!c->is_send && magic == kDoneMagic) st = on_done(c, r);
-    else if (!c->is_send && magic == kDataMagic) st = on_data(c, r, &fd);
+    else if (!c->is_send && magic == kDataMagic) st = on_data(c, r, fds);
     else st = fail(c, Status::kProtocol, "unknown control packet");
     ZCX_TRY(st);
   }
@@ -163,21 +181,16 @@ Status start_bounce(Comm* c, Request* r) {
 }
 
 Status start_copy(Comm* c, Request* r) {
-  Export e = c->posts.front();
-  uint64_t cap = c->post_caps.front();
-  UniqueFd fd(c->post_fds.front());
+  PostedBuffer p = std::move(c->posts.front());
   c->posts.pop_front();
-  c->post_caps.pop_front();
-  c->post_fds.pop_front();
-  if (r->size > cap)
+  if (r->size > p.cap)
     return fail(c, Status::kInvalidArg, "the peer's receive buffer is smaller than the send");
-  r->dst = e;
   r->copying = true;
   if (r->size == 0) return Status::kSuccess;  // nothing to copy; the event stays null
-  if (e.kind == ExportKind::kHost) return start_bounce(c, r);
-  ZCX_TRY(cache_acquire(c->peer.pid, c->device, e, fd.get(), &r->mapped));
-  if (r->mapped == nullptr) return start_bounce(c, r);
-  return copy_and_record(c, r, r->mapped + e.offset, r->src, r->size);
+  if (p.pieces.front().kind == ExportKind::kHost) return start_bounce(c, r);
+  ZCX_TRY(map_pieces(c, r, p));
+  if (r->mapped.empty()) return start_bounce(c, r);
+  return copy_pieces_and_record(c, r);
 }
 
 // kInProgress while the copy runs or DONE does not fit in the socket yet.
@@ -256,7 +269,7 @@ Status progress(Comm* c) {
 
 void request_free(Comm* c, Request* r) {
   if (r->event != nullptr) (void)c->ctx->api->event_destroy(r->event);
-  if (r->mapped != nullptr) cache_release(c->peer.pid, r->dst);
+  release_pieces(c, r);
   delete r;
 }
 
@@ -282,13 +295,15 @@ Status irecv(Comm* c, void* data, size_t cap, Request** out) {
   *out = nullptr;
   if (c->error.has()) return c->error.raise();
   if (c->queue.size() >= static_cast<size_t>(kMaxRequests)) return Status::kSuccess;  // retry
-  Export e;
-  e.kind = ExportKind::kNone;
-  UniqueFd fd;
-  if (cap > 0) ZCX_TRY(export_buffer(data, cap, &e, &fd));
+  PostedBuffer p;
+  p.pieces.assign(1, Export{ExportKind::kNone});
+  if (cap > 0) ZCX_TRY(export_buffer(data, cap, &p));
+  p.cap = cap;
   uint8_t buf[kMaxPacket];
-  size_t len = post_write(c->next_seq, cap, e, buf);
-  Status st = packet_send(c->sock.get(), buf, len, fd.get());
+  const size_t len = post_write(c->next_seq, p, buf);
+  int fds[kMaxPieces];
+  for (size_t i = 0; i < p.fds.size(); ++i) fds[i] = p.fds[i].get();
+  Status st = packet_send_fds(c->sock.get(), buf, len, fds, p.fds.size());
   if (st == Status::kInProgress) return Status::kSuccess;  // socket full: retry
   if (!ok(st)) return fail(c, Status::kRemote, last_error());
   auto* r = new (std::nothrow) Request;
@@ -329,9 +344,7 @@ void comm_drop_requests(Comm* c) {
     request_free(c, r);
   }
   c->queue.clear();
-  for (int fd : c->post_fds)
-    if (fd >= 0) close(fd);
-  c->post_fds.clear();
+  c->posts.clear();  // and their descriptors
 }
 
 Comm::~Comm() {
