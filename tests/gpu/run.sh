@@ -8,11 +8,13 @@
 #      whole device while a stream is held, and whether a reused range opens with the old
 #      mapping still open (the asynchronous calls depend on these; docs/ARCHITECTURE.md)
 #   4. ctest -L gpu: device reduction kernels bit-identical to the CPU reference for every
-#      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc and
-#      cuMem (POSIX-fd) buffers, 0 B..64 MiB, every byte verified; stream-ordered
-#      collectives and send/recv on device buffers (coll_gpu_test), over cuda_ipc and staged,
-#      asynchronous (the default); the asynchronous calls' own cases (coll_gpu_async_test);
-#      device buffers given to calls that take host memory are refused (gpu_misuse_test)
+#      dtype x op; cuda_ipc between 2 and 4 processes sharing the GPU, cudaMalloc, cuMem
+#      (POSIX-fd) buffers, 2 MiB cuMem segments mapped back to back (expandable segments)
+#      and cuMem without the fd type, 0 B..64 MiB, every byte verified; stream-ordered
+#      collectives and send/recv on device buffers (coll_gpu_test), over cuda_ipc (also on
+#      expandable segments) and staged, asynchronous (the default); the asynchronous calls'
+#      own cases (coll_gpu_async_test); device buffers given to calls that take host memory
+#      are refused (gpu_misuse_test)
 #   4b. coll_gpu_test once more with ZCX_GPU_ASYNC=0 (the synchronous fallback)
 #   5. zcx-perf coll allreduce --device gpu (device buffers, stream-ordered calls, every
 #      result checked): 2 and 4 ranks over cuda_ipc, 2 ranks with ZCX_GPU_STAGING=1, 2 ranks
