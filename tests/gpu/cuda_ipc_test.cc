@@ -316,6 +316,15 @@ TEST(CudaIpcCache, cudamalloc_AFreedAndReusedRangeOpensAgain) {
   run_connected_pair(reuse_rank, 60000);
 }
 
+// test() on req until it fails or completes, for at most 5 s: the last status.
+zcx_status_t test_until_over(void* req, int* done) {
+  zcx_status_t st = ZCX_SUCCESS;
+  *done = 0;
+  for (Deadline dl = Deadline::after_ms(5000); st == ZCX_SUCCESS && !*done && !dl.expired();)
+    st = ipc_ops()->test(req, done, nullptr);
+  return st;
+}
+
 // Forged DATA packets: rank 0 writes one on its control socket in place of a transfer.
 enum class BadData { kNoFd, kShortMemfd, kUnsealed, kOverCapacity };
 constexpr size_t kWireCap = 4096;
@@ -348,10 +357,8 @@ int refuse_data(Board* b, Mesh& m) {
   if (ipc_ops()->irecv(m.rc[0], 1, &data, &cap, nullptr, nullptr, &req) || req == nullptr)
     return fail(b, 1, "irecv");
   if (!board_barrier(b, 2, 1)) return fail(b, 1, "barrier");
-  zcx_status_t st = ZCX_SUCCESS;
   int done = 0;
-  for (Deadline dl = Deadline::after_ms(5000); st == ZCX_SUCCESS && !done && !dl.expired();)
-    st = ipc_ops()->test(req, &done, nullptr);
+  const zcx_status_t st = test_until_over(req, &done);
   const std::string why = last_error();
   if (st != ZCX_ERR_PROTOCOL || why.find("DATA") == std::string::npos ||
       why.find("rank 0") == std::string::npos)
@@ -409,10 +416,8 @@ int refuse_vmm_post(Board* b, Mesh& m) {
   void* req = nullptr;
   if (!src.ok() || ipc_ops()->isend(m.sc[1], src.data(), kWireCap, 0, nullptr, &req) || !req)
     return fail(b, 0, "isend");
-  zcx_status_t st = ZCX_SUCCESS;
   int done = 0;
-  for (Deadline dl = Deadline::after_ms(5000); st == ZCX_SUCCESS && !done && !dl.expired();)
-    st = ipc_ops()->test(req, &done, nullptr);
+  const zcx_status_t st = test_until_over(req, &done);
   const std::string why = last_error();
   if (st == ZCX_SUCCESS || why.find("rank 1") == std::string::npos)
     return fail(b, 0, "the forged POST ended with " + std::to_string(st) + ": " + why);
@@ -466,10 +471,7 @@ int done_receiver(Board* b, Mesh& m) {
   if (cuda_shim()->copy(host.data(), first.data(), 4096, cudaMemcpyDeviceToHost) ||
       host != expected(0, 1, 4096, 0))
     return fail(b, 1, "the completed receive's data differs");
-  zcx_status_t st = ZCX_SUCCESS;
-  done = 0;
-  for (Deadline dl = Deadline::after_ms(5000); st == ZCX_SUCCESS && !done && !dl.expired();)
-    st = ipc_ops()->test(reqs[1], &done, nullptr);
+  const zcx_status_t st = test_until_over(reqs[1], &done);
   if (st != ZCX_ERR_REMOTE)
     return fail(b, 1, "the second receive ended with " + std::to_string(st) + ", not REMOTE");
   return board_barrier(b, 2, 3) ? 0 : fail(b, 1, "barrier");
