@@ -3,8 +3,8 @@
 // the stream-ordered collectives' own logic: the wait for a stream's earlier work, the stream
 // wait of asynchronous calls, staged transfers, ordering against work queued before and after a
 // call, device avg. It is not a GPU: "device" memory is host memory, each stream is one worker
-// thread that runs its copies, memsets, kernels and event records in order (events:
-// fake_cuda_events.cc), and zcx's kernels run on the CPU (fake_cuda_kernels.cc); host code
+// thread that runs its copies, memsets, kernels and event records in order (streams:
+// fake_cuda_streams.cc; events: fake_cuda_events.cc), and zcx's kernels run on the CPU (fake_cuda_kernels.cc); host code
 // cannot touch device memory (fake_cuda_access.cc). Allocation, free and cudaDeviceSynchronize
 // wait for every stream, as on a GPU, and so does closing an imported IPC mapping (reported of
 // CUDA: pytorch/tensorpipe#321; the pessimistic choice). Legacy CUDA IPC works between
@@ -21,19 +21,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <memory>
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <thread>
-#include <vector>
 
 namespace {
 
@@ -69,78 +64,6 @@ const Allocation* find_alloc(const void* p, uintptr_t* base) {
   return &it->second;
 }
 
-// One stream: a worker thread that runs the queued work in order.
-class Stream {
- public:
-  Stream() : thread_([this] { run(); }) {}
-  ~Stream() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void push(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
-    work_.push_back(std::move(fn));
-    cv_.notify_all();
-  }
-  void sync() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return work_.empty() && !busy_; });
-  }
-  bool idle() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return work_.empty() && !busy_;
-  }
-
- private:
-  void run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !work_.empty(); });
-      if (work_.empty()) return;
-      auto fn = std::move(work_.front());
-      work_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      {
-        DeviceAccess access;
-        fn();
-      }
-      lock.lock();
-      busy_ = false;
-      cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> work_;
-  bool busy_ = false, stop_ = false;
-  std::thread thread_;
-};
-
-// Every live stream: the calls that wait for the whole device (cudaDeviceSynchronize, and
-// allocation and free, as CUDA's do) wait for each of them, so a design that holds a stream
-// while it allocates deadlocks here as it would on a GPU.
-// Shared: a device-wide wait keeps the streams it waits for alive, should another thread
-// destroy one meanwhile (the last owner then deletes it).
-std::mutex g_streams_mu;
-std::vector<std::shared_ptr<Stream>> g_streams;
-
-void sync_device() {
-  std::vector<std::shared_ptr<Stream>> all;
-  {
-    std::lock_guard<std::mutex> lock(g_streams_mu);
-    all = g_streams;
-  }
-  for (const auto& s : all) s->sync();
-}
-
-}  // namespace
-
-namespace {
 // The end of the device range that holds p: its allocation's, or for a cuMem mapping that of
 // the run of mappings placed back to back after it (one virtual range, as PyTorch's
 // expandable segments make). Under g_alloc_mu.
@@ -151,6 +74,7 @@ uintptr_t mapped_end_locked(uintptr_t base, const Allocation* a) {
     end += it->second.size;
   return end;
 }
+
 }  // namespace
 
 MemoryKind fake_cuda_memory_kind(const void* p, size_t bytes) {
@@ -162,16 +86,6 @@ MemoryKind fake_cuda_memory_kind(const void* p, size_t bytes) {
     return MemoryKind::kOverrun;
   return a->device ? MemoryKind::kDevice : MemoryKind::kPinned;
 }
-
-// The legacy default stream (NULL) runs work at once, on the calling thread.
-void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn) {
-  if (s == nullptr) {
-    DeviceAccess access;
-    fn();
-  } else reinterpret_cast<Stream*>(s)->push(std::move(fn));
-}
-
-void fake_cuda_sync_device() { sync_device(); }
 
 void fake_cuda_record_mapping(void* p, size_t size, uint64_t handle) {
   std::lock_guard<std::mutex> lock(g_alloc_mu);
@@ -224,6 +138,7 @@ bool make_current() {
 }  // namespace
 
 bool fake_cuda_initialise() { return initialise(); }
+bool fake_cuda_make_current() { return make_current(); }
 
 // ---- driver ----
 FAKE_API CUresult cuInit(unsigned) {
@@ -317,10 +232,6 @@ FAKE_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const
   attr->hostPointer = a && !a->device ? const_cast<void*>(p) : nullptr;
   return cudaSuccess;
 }
-FAKE_API cudaError_t cudaDeviceSynchronize() {
-  sync_device();
-  return cudaSuccess;
-}
 
 namespace {
 void record(void* p, Allocation a) {
@@ -345,7 +256,7 @@ void* reuse_hint(size_t size) {
 // Device memory: a memfd mapping, so another process can map it through an IPC handle.
 cudaError_t device_alloc(void** p, size_t n) {
   if (!make_current()) return cudaErrorInitializationError;
-  sync_device();
+  fake_cuda_sync_device();
   const size_t size = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
   int fd = memfd_create("zcx-fake-cuda", MFD_CLOEXEC);
   if (fd < 0) return cudaErrorMemoryAllocation;
@@ -364,7 +275,7 @@ cudaError_t device_alloc(void** p, size_t n) {
 
 cudaError_t host_alloc(void** p, size_t n) {
   if (!make_current()) return cudaErrorInitializationError;
-  sync_device();
+  fake_cuda_sync_device();
   *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
   if (*p == nullptr) return cudaErrorMemoryAllocation;
   record(*p, Allocation{n ? n : 1, false, -1, g_next_id++, false});
@@ -373,7 +284,7 @@ cudaError_t host_alloc(void** p, size_t n) {
 
 cudaError_t fake_free(void* p) {
   if (p == nullptr) return cudaSuccess;
-  sync_device();
+  fake_cuda_sync_device();
   Allocation a{};
   {
     std::lock_guard<std::mutex> lock(g_alloc_mu);
@@ -474,39 +385,11 @@ FAKE_API cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t h, unsign
   return cudaSuccess;
 }
 FAKE_API cudaError_t cudaIpcCloseMemHandle(void* p) {
-  sync_device();
+  fake_cuda_sync_device();
   std::lock_guard<std::mutex> lock(g_alloc_mu);
   auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
   if (it == g_allocs.end() || !it->second.imported) return cudaErrorInvalidValue;
   munmap(p, it->second.size);
   g_allocs.erase(it);
-  return cudaSuccess;
-}
-FAKE_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  if (!make_current()) return cudaErrorInitializationError;
-  auto stream = std::make_shared<Stream>();
-  {
-    std::lock_guard<std::mutex> lock(g_streams_mu);
-    g_streams.push_back(stream);
-  }
-  *s = reinterpret_cast<cudaStream_t>(stream.get());
-  return cudaSuccess;
-}
-FAKE_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<Stream> stream;
-  {
-    std::lock_guard<std::mutex> lock(g_streams_mu);
-    auto it = std::find_if(g_streams.begin(), g_streams.end(),
-                           [&](const auto& p) { return p.get() == reinterpret_cast<Stream*>(s); });
-    if (it == g_streams.end()) return cudaErrorInvalidResourceHandle;
-    stream = std::move(*it);
-    g_streams.erase(it);
-  }
-  stream->sync();
-  return cudaSuccess;  // deleted here, or by a device-wide wait still holding it
-}
-FAKE_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  if (s != nullptr) reinterpret_cast<Stream*>(s)->sync();
   return cudaSuccess;
 }

@@ -1,5 +1,6 @@
-// What the simulated CUDA runtime's files share (fake_cuda.cc: memory and streams;
-// fake_cuda_events.cc: events; fake_cuda_kernels.cc: zcx's module and kernels).
+// What the simulated CUDA runtime's files share (fake_cuda.cc: memory; fake_cuda_streams.cc:
+// streams; fake_cuda_events.cc: events; fake_cuda_kernels.cc: zcx's module and kernels;
+// fake_cuda_vmm.cc: virtual memory management).
 #pragma once
 
 #include <cuda.h>
@@ -37,13 +38,17 @@ bool fake_cuda_copy_fits(void* dst, const void* src, size_t bytes, cudaMemcpyKin
                          const char* call);
 bool fake_cuda_device_reaches(const void* p, size_t bytes, const char* what);
 
-// Queues `fn` on stream `s` (run in order by the stream's thread; NULL: at once, here).
+// Queues `fn` on stream `s` (run in order by the stream's thread; NULL: at once, here;
+// fake_cuda_streams.cc).
 void fake_cuda_enqueue(cudaStream_t s, std::function<void()> fn);
 
-// Waits for every stream (fake_cuda.cc), as the calls that wait for the whole device do.
+// Waits for every stream (fake_cuda_streams.cc), as the calls that wait for the whole device
+// do.
 void fake_cuda_sync_device();
-// Marks CUDA initialised by this process; false in a child forked after that.
+// Marks CUDA initialised by this process; false in a child forked after that. make_current
+// also makes the primary context current on this thread, as a runtime call does.
 bool fake_cuda_initialise();
+bool fake_cuda_make_current();
 // A cuMemMap'ped range enters the table of device memory (a new buffer id) and leaves it;
 // forget returns the range's allocation handle, or 0 when [p, p + size) is not exactly one.
 // mapping_at: the handle of the mapping that holds p, when mappings placed back to back from

@@ -95,8 +95,9 @@ decltype(&::cuMemGetHandleForAddressRange) cuda_dmabuf_export(std::string* why);
 // How many allocations hold [p, p + bytes): 1 for a range inside one cudaMalloc allocation or
 // one cuMem allocation; more where cuMem allocations are mapped back to back in one virtual
 // range (PyTorch's expandable segments), which cuMemGetAddressRange reports one at a time;
-// 0 where part of the range is neither. Asked of the driver (no context is made); 0 before the
-// shim is loaded. A range that starts in cudaMalloc memory never continues into a neighbour.
+// 0 where part of the range is neither, and before the shim is loaded. Driver queries only
+// (cuMemGetAddressRange, cuMemRetainAllocationHandle), in the calling thread's context. A
+// range that starts in cudaMalloc memory never continues into a neighbour.
 size_t cuda_allocations_spanned(const void* p, size_t bytes);
 
 // One line for zcx-info and test skips: "2 CUDA devices (driver 13.0, runtime 13.0)",
