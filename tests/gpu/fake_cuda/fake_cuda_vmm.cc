@@ -75,7 +75,8 @@ bool is_simulated_allocation(int fd) {
   const ssize_t n = readlink(link, target, sizeof target - 1);
   if (n <= 0) return false;
   target[n] = '\0';
-  return std::string_view(target).starts_with("/memfd:zcx-fake-cuda-vmm");
+  const std::string_view name(target);
+  return name.starts_with("/memfd:") && name.substr(7).starts_with(kMemfdName);
 }
 
 }  // namespace
