@@ -213,12 +213,8 @@ TEST(CudaIpcExport, VmmBuffersExportAsFdsPerAllocation) {
     const CudaApi* api = cuda_shim_load(&why);
     if (api == nullptr || api->set_device(0) != cudaSuccess) return fail(b, 0, "CUDA");
     FakeCounter refs = fake_counter("fake_cuda_vmm_references");
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    size_t seg = 0;  // DeviceBuffer's segment: the minimum granularity (2 MiB on an H100)
-    if (api->cu_mem_get_allocation_granularity(&seg, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
-      return fail(b, 0, "cuMemGetAllocationGranularity");
+    const size_t seg = vmm_granularity(0);  // DeviceBuffer's segment
+    if (seg == 0) return fail(b, 0, "cuMemGetAllocationGranularity");
     const size_t many = cuda_ipc::kMaxPieces + 1;
     DeviceBuffer whole(Alloc::kVmm, 0, 1 << 20), split(Alloc::kVmmSegments, 0, many * seg);
     DeviceBuffer closed(Alloc::kVmmNoFd, 0, 4096);

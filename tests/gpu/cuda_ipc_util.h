@@ -159,18 +159,35 @@ inline DeviceBuffer::DeviceBuffer(Alloc kind, int dev, size_t bytes)
   if (cuda_shim()->mem_alloc(&p, bytes) == cudaSuccess) ptr_ = static_cast<uint8_t*>(p);
 }
 
-// Leaves ptr_ null on failure; the destructor undoes whatever was done.
-inline void DeviceBuffer::map_vmm(int dev, bool segments, CUmemAllocationHandleType types) {
-  const CudaApi* api = cuda_shim();
+// Pinned device memory on `dev` for cuMemCreate.
+inline CUmemAllocationProp vmm_prop(int dev, CUmemAllocationHandleType types) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
   prop.requestedHandleTypes = types;
+  return prop;
+}
+
+// The minimum cuMem granularity on `dev` (a kVmmSegments segment; 2 MiB on an H100), 0 when
+// the driver does not say.
+inline size_t vmm_granularity(
+    int dev, CUmemAllocationHandleType types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+  const CUmemAllocationProp prop = vmm_prop(dev, types);
   size_t gran = 0;
-  if (api->cu_mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+  if (cuda_shim()->cu_mem_get_allocation_granularity(&gran, &prop,
+                                                     CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
       CUDA_SUCCESS)
-    return;
+    return 0;
+  return gran;
+}
+
+// Leaves ptr_ null on failure; the destructor undoes whatever was done.
+inline void DeviceBuffer::map_vmm(int dev, bool segments, CUmemAllocationHandleType types) {
+  const CudaApi* api = cuda_shim();
+  const CUmemAllocationProp prop = vmm_prop(dev, types);
+  const size_t gran = vmm_granularity(dev, types);
+  if (gran == 0) return;
   const size_t want = (bytes_ + gran - 1) / gran * gran;
   piece_ = segments ? gran : want;
   if (api->cu_mem_address_reserve(&range_, want, 0, 0, 0) != CUDA_SUCCESS) return;

@@ -57,10 +57,8 @@ void retire(std::vector<Entry> gone) {
   for (const Entry& en : gone) gpu_hold::run_or_defer([en] { unmap(cuda_shim(), en); });
 }
 
+// fd: the POST's descriptor for this allocation (post_read makes sure there is one).
 Status map_vmm(const CudaApi* api, int device, int fd, Entry* en) {
-  if (fd < 0)
-    return set_error(Status::kProtocol, kLogCuda, "cuda_ipc: cuMem POST from pid %d without fd",
-                     en->pid);
   ZCX_TRY(cu_check(api->cu_mem_import_from_shareable_handle(
                        &en->vmm, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),

@@ -115,27 +115,28 @@ Status comm_new(Context* ctx, int dev, bool is_send, Comm** out) {
 
 static_assert(kMaxPieces <= unix_socket::kMaxPacketFds);
 
-Status packet_send_fds(int sock, const void* buf, size_t len, const int* fds, size_t nfds) {
-  Status st = unix_socket::send_packet_fds(sock, buf, len, fds, nfds);
+namespace {
+// The socket helpers' quiet errors, worded for the control channel (`what`: packet, socket).
+Status control_status(Status st, const char* what) {
   if (st == Status::kSuccess || st == Status::kInProgress) return st;
-  return set_error_quiet(st, "cuda_ipc control packet: %s", last_error());
+  return set_error_quiet(st, "cuda_ipc control %s: %s", what, last_error());
 }
+}  // namespace
 
 Status packet_send(int sock, const void* buf, size_t len, int fd) {
-  return packet_send_fds(sock, buf, len, &fd, fd >= 0 ? 1 : 0);
+  return control_status(unix_socket::send_packet(sock, buf, len, fd), "packet");
 }
 
-Status packet_recv_fds(int sock, void* buf, size_t cap, size_t* len, std::vector<UniqueFd>* fds) {
-  Status st = unix_socket::recv_packet_fds(sock, buf, cap, len, fds);
-  if (st == Status::kSuccess || st == Status::kInProgress) return st;
-  return set_error_quiet(st, "cuda_ipc control socket: %s", last_error());
+Status packet_send_fds(int sock, const void* buf, size_t len, const int* fds, size_t nfds) {
+  return control_status(unix_socket::send_packet_fds(sock, buf, len, fds, nfds), "packet");
 }
 
 Status packet_recv(int sock, void* buf, size_t cap, size_t* len, UniqueFd* fd) {
-  std::vector<UniqueFd> fds;
-  Status st = packet_recv_fds(sock, buf, cap, len, &fds);
-  if (!fds.empty()) *fd = std::move(fds.front());  // the others close here
-  return st;
+  return control_status(unix_socket::recv_packet(sock, buf, cap, len, fd), "socket");
+}
+
+Status packet_recv_fds(int sock, void* buf, size_t cap, size_t* len, std::vector<UniqueFd>* fds) {
+  return control_status(unix_socket::recv_packet_fds(sock, buf, cap, len, fds), "socket");
 }
 
 Status listen(Context* ctx, int dev, void* handle, ListenComm** out) {
