@@ -80,6 +80,15 @@ bool reduces(CollKind k) {
 // Whether an operation whose receive buffer takes `output_bytes` writes it past the caches.
 bool streams(size_t output_bytes) { return output_bytes >= kNtMinParam.get(); }
 
+// The same for an allreduce's or a reduce's results, never in place: there the receive buffer
+// is this rank's input, whose lines its stage copies and reduction read moments before, and a
+// non-temporal store to a cached line first evicts it. (A/B, in-place busbw, 4 ranks:
+// streamed 3.85-4.01 GB/s at 16 MiB, 3.76-3.88 at 64 MiB; cached 4.79-4.97 and 3.96-4.50;
+// level at 256 MiB; docs/PERFORMANCE.md. Out of place, streaming gains 20-30% from 64 MiB.)
+bool streams_results(const OpArgs& a) {
+  return a.recvbuf != a.sendbuf && streams(a.count * a.esize());
+}
+
 void copy(void* dst, const void* src, size_t n, bool stream) {
   if (dst != src && n > 0) copy_maybe_streaming(dst, src, n, stream);  // in place: nothing
 }
@@ -158,7 +167,7 @@ void result_copies(const SharedLane& lane, int rank, int nranks, const LaneOp& l
   if (!takes_results(a, rank)) return;
   const size_t es = a.esize();
   const RoundShape s = round_shape(a, round, lane.bulk_piece(), nranks);
-  const bool stream = streams(a.count * es);
+  const bool stream = streams_results(a);
   auto* recv = static_cast<uint8_t*>(a.recvbuf) + s.first * es;
   for (int j = 0; j < nranks; ++j)
     if (j != rank) out->add(recv + s.begin(j) * es, lane.bulk_result(j), s.len(j) * es, stream);
@@ -230,7 +239,7 @@ void Comm::bulk_copy_own(const LaneOp& lo) {
   const size_t es = a.esize();
   const RoundShape s = round_shape(lo, lane_->bulk_piece(), nranks());
   auto* recv = static_cast<uint8_t*>(a.recvbuf) + (s.first + s.begin(rank_)) * es;
-  copy(recv, lane_->bulk_result(rank_), s.len(rank_) * es, streams(a.count * es));
+  copy(recv, lane_->bulk_result(rank_), s.len(rank_) * es, streams_results(a));
 }
 
 // Step 2 of an allgather or a broadcast: every stage (the root's) into the receive buffer.

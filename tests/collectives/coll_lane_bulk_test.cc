@@ -1,9 +1,10 @@
 // The bulk lane (collectives/core/lane_bulk.cc) over real processes on this host:
 //  - allreduces larger than a lane slot take it (the request's descriptor says "shared") and
 //    give exact results for 2, 3 and 4 ranks: sizes of one round, several rounds and a short
-//    tail, integer and floating types, sum/prod/max/avg, in place and out of place, blocking
-//    and several requests in flight at once; so do a reduce and a reducescatter, and an
-//    allgather and a broadcast when forced (the matrix test forces it for every case);
+//    tail, integer and floating types, sum/prod/max/avg, in place and out of place (also with
+//    the results' non-temporal stores), blocking and several requests in flight at once; so
+//    do a reduce and a reducescatter, and an allgather and a broadcast when forced (the
+//    matrix test forces it for every case);
 //  - a ZCX_COLL_SHARED_BULK that differs on one rank turns the lane off for every rank (the
 //    segment's size disagrees), and results stay right through the transport;
 //  - a small-lane call against a bulk-lane call (different counts) fails on every rank with
@@ -164,6 +165,13 @@ int correctness_rank(int rank, int n, int fd) {
   for (size_t count : kCounts)
     for (bool in_place : {false, true})
       if (err.empty()) err = int32_sum(comm, rank, n, count, in_place);
+  {
+    // The results' non-temporal stores (out of place) and their skipping (in place), which
+    // the default threshold keeps for larger sizes than these.
+    config::ScopedOverride nt_min("ZCX_COLL_NT_MIN", "64K");
+    for (bool in_place : {false, true})
+      if (err.empty()) err = int32_sum(comm, rank, n, kCounts[2], in_place);
+  }
   if (err.empty()) err = other_types(comm, rank, n);
   if (err.empty()) err = requests_in_flight(comm, rank, n);
   if (err.empty()) err = other_kinds(comm, rank, n);
