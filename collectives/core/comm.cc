@@ -236,6 +236,11 @@ SelectInput Comm::select_input(const OpArgs& a) const {
   si.ppn = ppn_;
   si.shared_lane = a.device < 0 && lane_possible();  // the lane holds host memory only
   si.shared_bulk_piece = si.shared_lane ? lane_bulk_piece() : 0;
+  // The members' agreed reading once the lane is set up; unknown before (plan() sets the
+  // lane up if the choice was the lane, then chooses again).
+  using O = Oversubscribed;
+  si.oversubscribed = lane_ ? (lane_oversubscribed_ ? O::kYes : O::kNo)
+                            : (lane_state_ == LaneState::kUntried ? O::kUnknown : O::kNo);
   return si;
 }
 

@@ -217,6 +217,7 @@ class Comm final : public PeerLinks {
   std::vector<int> host_of_;  // host index of every communicator rank
   int nnodes_ = 1, ppn_ = 1;
   bool oversubscribed_ = false;  // more members on this host than CPUs among them
+  bool lane_oversubscribed_ = false;  // some member found it so (agreed at the lane's set-up)
   bool yield_at_once_ = false;   // ZCX_COLL_YIELD resolved (refresh_tuning)
   int rank_ = 0;
   uint64_t id_ = 0;

@@ -3,8 +3,9 @@
 //
 // Set-up is itself two ordinary collectives, so every member takes the same decision: rank
 // 0 creates the segment and broadcasts where it is; each member maps it; an allreduce (min)
-// of "mapped it" decides for all. Rank 0 then closes its fd: the segment has no name, so a
-// member killed at any point leaves nothing behind in /dev/shm.
+// of "mapped it" decides for all (and of "found the host oversubscribed", which the
+// selector then reads the same on every member). Rank 0 then closes its fd: the segment
+// has no name, so a member killed at any point leaves nothing behind in /dev/shm.
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -78,21 +79,25 @@ Status Comm::lane_setup() {
     if (!mapped) ZCX_INFO(kLogColl, "comm '%s': no shared lane: %s", name_.c_str(), last_error());
   }
   if (!shared_lane_configured()) mapped = 0;
-  int32_t all = mapped;
+  // min over the members: whether all mapped it, and whether none found the host
+  // oversubscribed (each reads the CPU masks itself; the selector needs one answer).
+  int32_t all[2] = {mapped, oversubscribed_ ? 0 : 1};
   a = OpArgs();
   a.kind = CollKind::kAllreduce;
-  a.sendbuf = a.recvbuf = &all;
-  a.count = 1;
+  a.sendbuf = a.recvbuf = all;
+  a.count = 2;
   a.dtype = ZCX_INT32;
   a.op = ZCX_MIN;
   ZCX_TRY(run(a));  // queued: the lane is being set up
   if (lane) lane->close_fd();  // every member has mapped it or given up
-  lane_state_ = all ? LaneState::kReady : LaneState::kUnavailable;
-  if (all) lane_ = std::move(lane);
+  lane_state_ = all[0] ? LaneState::kReady : LaneState::kUnavailable;
+  lane_oversubscribed_ = all[1] == 0;
+  if (all[0]) lane_ = std::move(lane);
   forget_choices();
-  ZCX_INFO(kLogTuning, "comm '%s': shared lane %s for %d ranks, bulk piece %zu bytes",
-           name_.c_str(), all ? "ready" : "unavailable (see above, or ZCX_COLL_SHARED_LANE=0)",
-           nranks(), all ? lane_->bulk_piece() : size_t{0});
+  ZCX_INFO(kLogTuning, "comm '%s': shared lane %s for %d ranks, bulk piece %zu bytes%s",
+           name_.c_str(), all[0] ? "ready" : "unavailable (see above, or ZCX_COLL_SHARED_LANE=0)",
+           nranks(), all[0] ? lane_->bulk_piece() : size_t{0},
+           all[0] && lane_oversubscribed_ ? ", host oversubscribed" : "");
   return Status::kSuccess;
 }
 

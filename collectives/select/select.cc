@@ -280,11 +280,15 @@ namespace {
 // The bulk lane kinds the model may choose: those that reduce, where reading the peers'
 // data in place saves a pass over memory. Its broadcast and allgather only copy, and
 // their steps cannot overlap as a transport's pipeline does (the root copies in, then the
-// others copy out): on the 2-CPU VM they lost to chain/ring up to 512 KiB and won by
-// 10-20% from 4 MiB (docs/TUNING.md); ZCX_ALGO=broadcast:shared or allgather:shared forces
-// them.
-bool bulk_by_model(CollKind k) {
-  return k == CollKind::kAllreduce || k == CollKind::kReduce || k == CollKind::kReducescatter;
+// others copy out): with a CPU per rank they lost to chain/ring up to 512 KiB and won by
+// 10-20% from 4 MiB. With more ranks than CPUs, the copies of all ranks share the CPUs,
+// and the lane copies fewer bytes in all (a broadcast: p*n against chain's 2(p-1)*n): it
+// won by 1.2-2x at 3 and 4 ranks on 2 CPUs (docs/TUNING.md). ZCX_ALGO=broadcast:shared or
+// allgather:shared forces them.
+bool bulk_by_model(const SelectInput& in) {
+  const CollKind k = in.kind;
+  return k == CollKind::kAllreduce || k == CollKind::kReduce || k == CollKind::kReducescatter ||
+         in.oversubscribed != Oversubscribed::kNo;
 }
 
 // Whether `algo` can serve `in` at all (the others are left out of the table).
@@ -294,10 +298,17 @@ bool applies(Algo algo, const SelectInput& in) {
     case Algo::kDirect:
       return in.nranks <= kDirectMaxRanks &&
              in.bytes * (std::max(in.nranks, 1) - 1) <= kDirectMaxBytes;
-    case Algo::kShared:  // the bulk lane's broadcast and allgather only when forced:
-      return shared_lane_fits(in) && (!shared_lane_bulk(in) || bulk_by_model(in.kind));
+    case Algo::kShared:  // the bulk lane's broadcast and allgather, see bulk_by_model
+      return shared_lane_fits(in) && (!shared_lane_bulk(in) || bulk_by_model(in));
     default: return true;
   }
+}
+
+// Where the reading weighs in the choice (a bulk-lane call), what it is.
+const char* oversubscribed_mark(const SelectInput& in) {
+  if (in.oversubscribed == Oversubscribed::kNo || !shared_lane_fits(in) || !shared_lane_bulk(in))
+    return "";
+  return in.oversubscribed == Oversubscribed::kYes ? " oversubscribed" : " oversubscribed?";
 }
 
 }  // namespace
@@ -310,8 +321,9 @@ Choice select(const SelectInput& in) {
   best.algo = cand[0];
   best.est_us = -1;
   char buf[96];
-  snprintf(buf, sizeof buf, "%s %s p=%d %s:", coll_kind_name(in.kind), human(in.bytes).c_str(),
-           in.nranks, in.link == LinkClass::kNet ? "net" : "shm");
+  snprintf(buf, sizeof buf, "%s %s p=%d %s%s:", coll_kind_name(in.kind),
+           human(in.bytes).c_str(), in.nranks, in.link == LinkClass::kNet ? "net" : "shm",
+           oversubscribed_mark(in));
   std::string table = buf;
   for (int i = 0; i < nc; ++i) {
     if (!applies(cand[i], in)) continue;

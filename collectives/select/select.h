@@ -45,6 +45,10 @@ struct ModelParams {
 };
 ModelParams model_params();  // ZCX_COLL_{ALPHA_US,BW_GBS}_{SHM,NET}, ZCX_COLL_REDUCE_GBS
 
+// Whether the host's ranks outnumber its CPUs, as all its members agree (at the shared
+// lane's set-up, core/comm_lane.cc).
+enum class Oversubscribed : int { kNo, kYes, kUnknown };
+
 struct SelectInput {
   CollKind kind = CollKind::kAllreduce;
   size_t bytes = 0;        // per-rank vector (allreduce/bcast/reduce), total gathered/scattered
@@ -55,6 +59,9 @@ struct SelectInput {
   int ppn = 1;             // most ranks on one host
   bool shared_lane = false;  // the communicator can use the shared lane (one host, 2..64 ranks)
   size_t shared_bulk_piece = 0;  // its bulk lane's piece in bytes (0: none)
+  // kYes: the bulk lane also takes broadcasts and allgathers. kUnknown (the lane is not set
+  // up yet): it may, so that such a call sets the lane up and is then chosen again.
+  Oversubscribed oversubscribed = Oversubscribed::kNo;
 };
 
 // Whether the shared lane can carry this operation: a per-rank contribution that fits a

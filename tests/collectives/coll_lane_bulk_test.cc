@@ -7,6 +7,8 @@
 //    matrix test forces it for every case);
 //  - a ZCX_COLL_SHARED_BULK that differs on one rank turns the lane off for every rank (the
 //    segment's size disagrees), and results stay right through the transport;
+//  - a broadcast and an allgather beyond a slot take the lane by the model's choice when
+//    the ranks share CPUs (4 ranks pinned to one), not with a CPU per rank;
 //  - a small-lane call against a bulk-lane call (different counts) fails on every rank with
 //    kMismatch, bounded;
 //  - a rank SIGKILLed in the middle of a bulk allreduce: every survivor fails within
@@ -20,6 +22,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -229,6 +234,82 @@ TEST(BulkLaneSetup, DifferentBudgetsTurnTheLaneOffForAll) {
     EXPECT_STRNE(algo, "shared");
     EXPECT_STRNE(algo, "error");
     EXPECT_STREQ(right, "right");
+  }
+}
+
+// Pins this process to one CPU of its mask: the first for every rank (one_cpu), else the
+// rank-th. False when the mask has no such CPU.
+bool pin(int rank, bool one_cpu) {
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return false;
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &mask) || (!one_cpu && seen++ < rank)) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+  }
+  return false;
+}
+
+// A 1 MiB broadcast and allgather (256 KiB per rank, beyond a slot): the algorithm each
+// took and whether both results were right. Every rank pins itself before the bootstrap,
+// so each member reads the others' final masks.
+int placement_rank(int rank, int n, bool one_cpu, int fd) {
+  if (!pin(rank, one_cpu)) return dprintf(fd, "PIN failed\n"), 2;
+  zcx_comm_t comm = nullptr;
+  if (int rc = comm_init(&comm, fd)) return rc;
+  constexpr size_t kCount = 65536;  // int32
+  std::vector<int32_t> b(kCount, rank == 0 ? 7 : -1), all(kCount * n, -1), mine(kCount, rank);
+  zcx_coll_request_t bq = nullptr, gq = nullptr;
+  if (zcx_ibroadcast(b.data(), b.data(), kCount, ZCX_INT32, 0, comm, nullptr, &bq))
+    return dprintf(fd, "CALL failed: %s\n", zcx_get_last_error()), 2;
+  std::string algos = algo_of(bq);  // before the wait, which frees the request
+  if (zcx_coll_wait(bq) ||
+      zcx_iallgather(mine.data(), all.data(), kCount, ZCX_INT32, comm, nullptr, &gq))
+    return dprintf(fd, "CALL failed: %s\n", zcx_get_last_error()), 2;
+  algos += " " + algo_of(gq);
+  if (zcx_coll_wait(gq)) return dprintf(fd, "CALL failed: %s\n", zcx_get_last_error()), 2;
+  bool right = std::all_of(b.begin(), b.end(), [](int32_t x) { return x == 7; });
+  for (size_t i = 0; i < all.size(); ++i)
+    right = right && all[i] == static_cast<int32_t>(i / kCount);
+  dprintf(fd, "ALGOS %s %s\n", algos.c_str(), right ? "right" : "wrong");
+  return zcx_comm_destroy(comm) == ZCX_SUCCESS ? 0 : 2;
+}
+
+// The algorithms every rank reported: {broadcast, allgather}.
+std::vector<std::pair<std::string, std::string>> placement_run(int n, bool one_cpu) {
+  test::CleanLaunchEnv clean;
+  std::vector<test::RankResult> res = test::run_rank_processes(n, 60 * 1000, [&](int rank, int fd) {
+    return placement_rank(rank, n, one_cpu, fd);
+  });
+  std::vector<std::pair<std::string, std::string>> algos;
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + res[r].report);
+    EXPECT_EQ(res[r].exit_code, 0);
+    char bcast[32] = {}, gather[32] = {}, right[16] = {};
+    EXPECT_EQ(sscanf(res[r].report.c_str(), "ALGOS %31s %31s %15s", bcast, gather, right), 3);
+    EXPECT_STREQ(right, "right");
+    algos.emplace_back(bcast, gather);
+  }
+  return algos;
+}
+
+// More ranks than CPUs: the copies of all ranks share the CPUs, and the bulk lane copies
+// fewer bytes in all than chain and ring, so the model sends broadcasts and allgathers there
+// too (the members agree on the reading at the lane's set-up). With a CPU per rank it
+// does not.
+TEST(BulkLaneSetup, BroadcastAndAllgatherTakeTheLaneWhenRanksShareCpus) {
+  for (const auto& [bcast, gather] : placement_run(4, true)) {
+    EXPECT_EQ(bcast, "shared");
+    EXPECT_EQ(gather, "shared");
+  }
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  if (CPU_COUNT(&mask) < 2) GTEST_SKIP() << "one CPU only: no placement with a CPU per rank";
+  for (const auto& [bcast, gather] : placement_run(2, false)) {
+    EXPECT_NE(bcast, "shared");
+    EXPECT_NE(gather, "shared");
   }
 }
 

@@ -87,6 +87,19 @@ TEST(ZcxPlan, OneHostSmallCallsTakeTheSharedLane) {
   EXPECT_NE(one_row("", "allreduce -n 4 --hosts 2 -b 8 -e 8").algo, "shared");  // two hosts
 }
 
+// Ranks sharing CPUs (--cpus below the ranks per host, as zcx reads the members' CPU
+// masks): the lane takes a host's large broadcasts and allgathers too.
+TEST(ZcxPlan, OversubscribedHostsSendLargeBroadcastsThroughTheLane) {
+  EXPECT_NE(one_row("", "broadcast -n 4 -b 1M -e 1M").algo, "shared");
+  EXPECT_NE(one_row("", "broadcast -n 4 -b 1M -e 1M --cpus 4").algo, "shared");
+  EXPECT_EQ(one_row("", "broadcast -n 4 -b 1M -e 1M --cpus 2").algo, "shared");
+  EXPECT_EQ(one_row("", "allgather -n 4 -b 4M -e 4M --cpus 1").algo, "shared");
+  EXPECT_NE(one_row("", "allgather -n 4 -b 4M -e 4M --cpus 1 --no-lane").algo, "shared");
+  ToolResult r = run_tool(kPlan + " broadcast -n 4 -b 1M -e 1M --cpus 2 --why");
+  EXPECT_NE(r.out.find("2 CPUs per host (oversubscribed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("p=4 shm oversubscribed:"), std::string::npos) << r.out;
+}
+
 // Every collective, forced onto each algorithm (those that do not apply fall back, as in a
 // job), 1 to 9 ranks on 1 to 3 hosts, sizes that do not divide evenly: no pair of ranks
 // disagrees on what passes between them (the tool exits 1 and prints SCHEDULE ERROR if so).
@@ -113,7 +126,8 @@ TEST(ZcxPlan, BadArgumentsSayWhatIsWrong) {
       {"allreduce -n 4 -d complex", "-d needs int8"},
       {"broadcast -n 4 -r 4", "root 4 is not a rank of 4"},
       {"allreduce -n 4 -b 1M -e 1K", "-b is larger than -e"},
-      {"allreduce -n 4 -e", "-e needs a value"}};
+      {"allreduce -n 4 -e", "-e needs a value"},
+      {"allreduce -n 4 --cpus 0", "--cpus needs a number from 1"}};
   for (const auto& [args, says] : cases) {
     ToolResult r = run_tool(kPlan + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args;

@@ -45,6 +45,9 @@ void usage(FILE* to) {
       "  -r, --root R            root of broadcast and reduce (default 0)\n"
       "  --no-lane               as ZCX_COLL_SHARED_LANE=0: one host's small calls use\n"
       "                          messages instead of the shared segment\n"
+      "  --cpus C                CPUs per host for its ranks (default: one per rank); fewer\n"
+      "                          than a host's ranks (oversubscribed) send its large\n"
+      "                          broadcasts and allgathers through the shared segment too\n"
       "  --ranks                 every rank's traffic after each size\n"
       "  --why                   the selector's reasoning (every candidate's estimate)\n"
       "  -h, --help              this text\n"
@@ -86,10 +89,10 @@ std::string apply(const std::string& name, const std::string& value, Options* o)
     if (!zcx::perf::parse_count(value, 1, kMaxRanks, &v))
       return name + " needs a rank count from 1 to " + std::to_string(kMaxRanks);
     o->nranks = static_cast<int>(v);
-  } else if (name == "--hosts" || name == "--ppn") {
+  } else if (name == "--hosts" || name == "--ppn" || name == "--cpus") {
     if (!zcx::perf::parse_count(value, 1, kMaxRanks, &v))
       return name + " needs a number from 1 to " + std::to_string(kMaxRanks);
-    (name == "--hosts" ? o->hosts : o->ppn) = static_cast<int>(v);
+    (name == "--hosts" ? o->hosts : name == "--ppn" ? o->ppn : o->in.cpus) = static_cast<int>(v);
   } else if (name == "-b" || name == "--minbytes" || name == "-e" || name == "--maxbytes") {
     auto size = zcx::config::parse_size(value);
     if (!size) return name + " needs a size such as 4096, 64K or 1G";
@@ -141,12 +144,15 @@ void print_header(const Options& o) {
   const bool reduces = in.kind == CollKind::kAllreduce || in.kind == CollKind::kReduce ||
                        in.kind == CollKind::kReducescatter;
   const bool rooted = in.kind == CollKind::kBroadcast || in.kind == CollKind::kReduce;
-  std::printf("# zcx-plan %s (%s%s%s%s): %d ranks on %d host%s, at most %d per host%s\n",
+  const int per_host = (o.nranks + hosts - 1) / hosts;
+  const std::string cpus = in.cpus == 0 ? ""
+                           : ", " + std::to_string(in.cpus) + " CPUs per host" +
+                                 (per_host > in.cpus ? " (oversubscribed)" : "");
+  std::printf("# zcx-plan %s (%s%s%s%s): %d ranks on %d host%s, at most %d per host%s%s\n",
               zcx::coll::coll_kind_name(in.kind), zcx_dtype_name(in.dtype), reduces ? ", " : "",
               reduces ? zcx_redop_name(in.op) : "",
               rooted ? (", root " + std::to_string(in.root)).c_str() : "", o.nranks, hosts,
-              hosts == 1 ? "" : "s", (o.nranks + hosts - 1) / hosts,
-              in.lane ? "" : ", shared lane off");
+              hosts == 1 ? "" : "s", per_host, cpus.c_str(), in.lane ? "" : ", shared lane off");
   std::printf("# nothing runs: the selector's choice and every rank's schedule, counted; busiest\n"
               "# = the largest over the ranks; host_out = the most bytes leaving one host (what\n"
               "# one NIC per host carries); net_total = bytes that cross hosts, all ranks\n");

@@ -65,6 +65,8 @@ coll::SelectInput select_input(const PlanInput& in, const coll::OpArgs& a) {
                    n <= coll::kSharedMaxRanks;
   si.shared_bulk_piece =
       si.shared_lane ? coll::shared_bulk_piece(n, coll::shared_lane_bulk_budget()) : 0;
+  si.oversubscribed = in.cpus > 0 && si.ppn > in.cpus ? coll::Oversubscribed::kYes
+                                                      : coll::Oversubscribed::kNo;
   return si;
 }
 

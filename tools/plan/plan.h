@@ -23,6 +23,7 @@ struct PlanInput {
   int root = 0;
   std::vector<int> host_of;  // host index of every rank (its size is the rank count)
   bool lane = true;          // the shared lane where the communicator could use it
+  int cpus = 0;              // CPUs per host for its ranks (0: one per rank)
 };
 
 // What one rank moves. Messages count every send, header-only ones included.

@@ -72,15 +72,29 @@ TEST(SharedLane, BulkLaneCarriesLargeCollectivesOnly) {
     EXPECT_TRUE(shared_lane_bulk(other)) << coll_kind_name(k);
     EXPECT_EQ(select(other).algo, Algo::kShared) << select(other).why;
   }
-  // Broadcast and allgather go there only when forced (they only copy).
+  // Broadcast and allgather go there (they only copy) when forced, or when the ranks share
+  // CPUs and the lane's fewer copies in all win: 4 ranks; with 2, an allgather's ring
+  // copies less than the lane's stage-in and copy-out.
   for (CollKind k : {CollKind::kBroadcast, CollKind::kAllgather}) {
     SelectInput other = in;
     other.kind = k;
     EXPECT_TRUE(shared_lane_bulk(other)) << coll_kind_name(k);
     EXPECT_NE(select(other).algo, Algo::kShared) << select(other).why;
+    SelectInput crowded = other;
+    crowded.nranks = 4;
+    crowded.oversubscribed = Oversubscribed::kYes;
+    EXPECT_EQ(select(crowded).algo, Algo::kShared) << select(crowded).why;
+    EXPECT_NE(select(crowded).why.find("p=4 shm oversubscribed:"), std::string::npos);
+    crowded.oversubscribed = Oversubscribed::kUnknown;  // before the lane's set-up
+    EXPECT_EQ(select(crowded).algo, Algo::kShared) << select(crowded).why;
+    EXPECT_NE(select(crowded).why.find("p=4 shm oversubscribed?:"), std::string::npos);
     config::ScopedOverride force("ZCX_ALGO", std::string(coll_kind_name(k)) + ":shared");
     EXPECT_EQ(select(other).algo, Algo::kShared) << select(other).why;
   }
+  SelectInput pair = in;
+  pair.kind = CollKind::kAllgather;
+  pair.oversubscribed = Oversubscribed::kYes;
+  EXPECT_EQ(select(pair).algo, Algo::kRing) << select(pair).why;
   for (CollKind k : {CollKind::kAlltoall, CollKind::kAllgatherv, CollKind::kReducescatterv}) {
     SelectInput other = in;
     other.kind = k;
