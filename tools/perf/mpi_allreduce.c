@@ -1,13 +1,15 @@
 /* mpi_allreduce: the Open MPI side of tools/perf/coll_compare.sh. Measures a float32 sum
- * MPI_Allreduce the way nccl-tests and `zcx-perf coll` do:
+ * MPI_Allreduce (or, with --op, an MPI_Allgather or an MPI_Bcast from rank 0 of float32)
+ * the way nccl-tests and `zcx-perf coll` do:
  *   per size: -w warm-up iterations, then --reps repetitions of -n iterations each;
  *   one repetition's time per iteration = its elapsed time / n, averaged over the ranks
  *   (nccl-tests' -a 1 default and zcx-perf coll's; -a 3: the maximum over the ranks);
- *   algbw = size / time (GB/s = 1e9 B/s), busbw = algbw * 2(n-1)/n (n = ranks);
+ *   algbw = size / time (GB/s = 1e9 B/s), busbw = algbw * 2(n-1)/n (n = ranks; allgather
+ *   (n-1)/n, its size the gathered total; broadcast 1);
  *   printed: median, min and max over the repetitions.
- * Out-of-place (sendbuf != recvbuf) by default, --in-place for MPI_IN_PLACE. Before a size
- * is timed, one allreduce of known values is checked element by element ("wrong" column:
- * elements that differ, summed over ranks).
+ * Out-of-place (sendbuf != recvbuf) by default, --in-place for MPI_IN_PLACE (a broadcast
+ * is in place either way). Before a size is timed, one call of known values is checked
+ * element by element ("wrong" column: elements that differ, summed over ranks).
  * Sizes -b..-e times -f (bytes, K/M/G suffixes), -n iterations per repetition and -w warm-up
  * iterations (nccl-tests' defaults, 20 and 5), --reps (default 5), -a 1|3 (see above).
  * Build: mpicc -O2 -o mpi_allreduce mpi_allreduce.c
@@ -18,7 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef enum { OP_ALLREDUCE, OP_ALLGATHER, OP_BROADCAST } coll_op_t;
+static const char* const op_names[] = {"allreduce", "allgather", "broadcast"};
+
 typedef struct {
+  coll_op_t op;
   size_t min_bytes, max_bytes, factor;
   int iters, warmup, reps, in_place;
   int rank_time;                     /* -a: 1 = mean over ranks, 3 = max over ranks */
@@ -37,6 +43,7 @@ static int parse_options(int argc, char** argv, options_t* o) {
   o->min_bytes = 8; o->max_bytes = (size_t)64 << 20; o->factor = 2;
   o->iters = 20; o->warmup = 5; o->reps = 5; o->in_place = 0;
   o->rank_time = 1;
+  o->op = OP_ALLREDUCE;
   for (int i = 1; i < argc; ++i) {
     const char* n = argv[i];
     if (!strcmp(n, "--in-place")) { o->in_place = 1; continue; }
@@ -49,6 +56,9 @@ static int parse_options(int argc, char** argv, options_t* o) {
     else if (!strcmp(n, "-w")) o->warmup = atoi(v);
     else if (!strcmp(n, "--reps")) o->reps = atoi(v);
     else if (!strcmp(n, "-a")) o->rank_time = atoi(v);
+    else if (!strcmp(n, "--op") && !strcmp(v, "allgather")) o->op = OP_ALLGATHER;
+    else if (!strcmp(n, "--op") && !strcmp(v, "broadcast")) o->op = OP_BROADCAST;
+    else if (!strcmp(n, "--op") && !strcmp(v, "allreduce")) o->op = OP_ALLREDUCE;
     else return -1;
   }
   /* MPI counts are int: a size's element count must fit. */
@@ -64,32 +74,59 @@ static void fill(float* buf, size_t count, int rank) {
   for (size_t i = 0; i < count; ++i) buf[i] = (float)(rank + 1 + (int)(i % 7));
 }
 
+/* One call on `count` floats (allgather: the gathered total, count / nranks from each). */
+static void call(const options_t* o, float* sbuf, float* rbuf, size_t count, int nranks) {
+  const int per = (int)(count / (size_t)nranks);
+  switch (o->op) {
+    case OP_ALLGATHER:
+      if (o->in_place)
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf, per, MPI_FLOAT, MPI_COMM_WORLD);
+      else
+        MPI_Allgather(sbuf, per, MPI_FLOAT, rbuf, per, MPI_FLOAT, MPI_COMM_WORLD);
+      break;
+    case OP_BROADCAST: MPI_Bcast(sbuf, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    default:
+      if (o->in_place) MPI_Allreduce(MPI_IN_PLACE, sbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      else MPI_Allreduce(sbuf, rbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+}
+
+/* Where a call leaves its result, and what element i of it must be. */
+static const float* result(const options_t* o, const float* sbuf, const float* rbuf) {
+  return o->op == OP_BROADCAST || (o->op == OP_ALLREDUCE && o->in_place) ? sbuf : rbuf;
+}
+
+static float expected(const options_t* o, size_t i, size_t count, int nranks) {
+  const size_t per = count / (size_t)nranks;
+  switch (o->op) {
+    case OP_ALLGATHER: return (float)((int)(i / per) + 1 + (int)(i % per % 7));
+    case OP_BROADCAST: return (float)(1 + (int)(i % 7));
+    default: return (float)(nranks * (nranks + 1) / 2 + nranks * (int)(i % 7));
+  }
+}
+
 static long long check(const options_t* o, float* sbuf, float* rbuf, size_t count, int rank,
                        int nranks) {
-  fill(sbuf, count, rank);
-  if (o->in_place) MPI_Allreduce(MPI_IN_PLACE, sbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  else MPI_Allreduce(sbuf, rbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  const float* out = o->in_place ? sbuf : rbuf;
+  const size_t per = count / (size_t)nranks;
+  if (o->op == OP_ALLGATHER) fill(o->in_place ? rbuf + per * (size_t)rank : sbuf, per, rank);
+  else if (o->op == OP_BROADCAST) fill(sbuf, count, rank == 0 ? 0 : 100);
+  else fill(sbuf, count, rank);
+  call(o, sbuf, rbuf, count, nranks);
+  const float* out = result(o, sbuf, rbuf);
   long long wrong = 0, total = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float want = (float)(nranks * (nranks + 1) / 2 + nranks * (int)(i % 7));
-    wrong += out[i] != want;
-  }
+  for (size_t i = 0; i < count; ++i) wrong += out[i] != expected(o, i, count, nranks);
   MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   return total;
 }
 
 /* One repetition: microseconds per iteration, the mean (-a 1) or maximum (-a 3) over ranks. */
 static double time_rep(const options_t* o, float* sbuf, float* rbuf, size_t count, int iters) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  double start = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) {
-    if (o->in_place) MPI_Allreduce(MPI_IN_PLACE, sbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    else MPI_Allreduce(sbuf, rbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  }
-  double local = (MPI_Wtime() - start) * 1e6 / iters, all = 0;
   int nranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double start = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) call(o, sbuf, rbuf, count, nranks);
+  double local = (MPI_Wtime() - start) * 1e6 / iters, all = 0;
   if (o->rank_time == 3) {
     MPI_Allreduce(&local, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return all;
@@ -114,6 +151,7 @@ static void summarize(double* v, int n, double out[3]) {
 static void measure(const options_t* o, float* sbuf, float* rbuf, size_t bytes, int rank,
                     int nranks, double* samples) {
   size_t count = bytes / sizeof(float);
+  if (o->op == OP_ALLGATHER) count -= count % (size_t)nranks;  /* whole blocks, as zcx-perf */
   int iters = o->iters, warm = o->warmup;
   long long wrong = check(o, sbuf, rbuf, count, rank, nranks);
   if (warm > 0) time_rep(o, sbuf, rbuf, count, warm);
@@ -122,7 +160,10 @@ static void measure(const options_t* o, float* sbuf, float* rbuf, size_t bytes, 
   summarize(samples, o->reps, t);
   if (rank != 0) return;
   /* The fastest repetition has the highest bandwidth: min time -> max bw. */
-  double bytes_d = (double)count * sizeof(float), factor = 2.0 * (nranks - 1) / nranks;
+  double bytes_d = (double)count * sizeof(float);
+  double factor = o->op == OP_BROADCAST ? 1.0
+                  : o->op == OP_ALLGATHER ? (double)(nranks - 1) / nranks
+                                          : 2.0 * (nranks - 1) / nranks;
   double alg[3] = {bytes_d / t[0] / 1e3, bytes_d / t[2] / 1e3, bytes_d / t[1] / 1e3};
   printf(" %12zu %12zu %8d %12.3f %12.3f %12.3f", count * sizeof(float), count, iters, t[0], t[1], t[2]);
   for (int k = 0; k < 3; ++k) printf(" %10.3f", alg[k]);
@@ -140,7 +181,8 @@ int main(int argc, char** argv) {
   if (nranks < 2 || parse_options(argc, argv, &o) != 0) {
     if (rank == 0)
       fprintf(stderr, "usage: mpirun -np N mpi_allreduce [-b SIZE] [-e SIZE] [-f F] [-n N] "
-                      "[-w N] [--reps R] [--in-place] [-a 1|3]   (N >= 2, SIZE >= 4 bytes)\n");
+                      "[-w N] [--reps R] [--in-place] [-a 1|3] [--op allreduce|allgather|broadcast]\n"
+                      "       (N >= 2, SIZE >= 4 bytes)\n");
     MPI_Finalize();
     return 2;
   }
@@ -154,9 +196,10 @@ int main(int argc, char** argv) {
   }
   memset(rbuf, 0, max_count * sizeof(float));
   if (rank == 0)
-    printf("# mpi_allreduce (MPI), float32 sum, %d ranks, %s, reps %d, time: %s over ranks\n"
+    printf("# mpi_allreduce (MPI), %s float32%s, %d ranks, %s, reps %d, time: %s over ranks\n"
            "#%11s %12s %8s %12s %12s %12s %10s %10s %10s %10s %10s %10s %8s\n",
-           nranks, o.in_place ? "in-place" : "out-of-place", o.reps,
+           op_names[o.op], o.op == OP_ALLREDUCE ? " sum" : "", nranks,
+           o.in_place ? "in-place" : "out-of-place", o.reps,
            o.rank_time == 3 ? "max" : "mean", "size", "count", "iters",
            "time_us_med", "time_us_min", "time_us_max", "algbw_med", "algbw_min", "algbw_max",
            "busbw_med", "busbw_min", "busbw_max", "wrong");
