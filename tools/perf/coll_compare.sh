@@ -79,9 +79,6 @@ ROWS=("shm-8B    2     shm      8         1000  100     lat    le    0.2    -"
 zcx_run=${ZCX_RUN:-$build/tools/run/zcx-run}
 zcx_perf=${ZCX_PERF:-$build/tools/perf/zcx-perf}
 missing=()
-for tool in mpicc mpirun python3; do
-  command -v "$tool" >/dev/null || missing+=("$tool (Debian: openmpi-bin, libopenmpi-dev, python3)")
-done
 [ -x "$zcx_run" ] || missing+=("$zcx_run (build zcx: ninja -C $build zcx-run)")
 [ -x "$zcx_perf" ] || missing+=("$zcx_perf (build zcx: ninja -C $build zcx-perf)")
 if [ ${#missing[@]} -gt 0 ]; then
@@ -94,20 +91,14 @@ work=$(mktemp -d /tmp/zcx-coll-compare.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 out=${logs:-$work}
 mkdir -p "$out" || exit 2
-mpicc -O2 -o "$work/mpi_allreduce" "$here/mpi_allreduce.c" || { echo "coll_compare.sh: mpicc failed" >&2; exit 2; }
+source "$here/peers.sh"
+peers_build "$work"
+[ -n "$PEERS_MPI" ] || { echo "coll_compare.sh: $PEERS_MPI_WHY" >&2; exit 2; }
 placement_build "$work" || { echo "coll_compare.sh: cc failed" >&2; exit 2; }
 have_gloo=0
-if [ -f /usr/include/gloo/allreduce.h ] && command -v g++ >/dev/null; then
-  g++ -O2 -std=c++17 -o "$work/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -lpthread &&
-    have_gloo=1 || echo "# building gloo_allreduce failed: Gloo column left out" >&2
-else
-  echo "# Gloo headers not installed (Debian: libgloo-dev): Gloo column left out" >&2
-fi
+if [ -n "$PEERS_GLOO" ]; then have_gloo=1; else echo "# $PEERS_GLOO_WHY: Gloo column left out" >&2; fi
 
 export ZCX_TIMEOUT=${ZCX_TIMEOUT:-120}  # a stuck run fails in minutes
-mpirun_base=(mpirun --allow-run-as-root --oversubscribe)
-# Debian's pml ucx only opens for InfiniBand-class devices unless told that any will do.
-ucx_any=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
 
 # Each runner: $1 ranks, $2 provider (shm|tcp), $3 bytes, $4 iters, $5 warm-up, $6 output.
 # The tcp row turns the shared lane off: it carries the allreduces of ranks on one host
@@ -120,47 +111,14 @@ run_zcx() {
     --json "$6.json" > "$6" 2>&1
 }
 mpi_args() { echo -b "$3" -e "$3" -n "$4" -w "$5" --reps "$reps"; }
-run_ob1() {
-  local btl=self,vader
-  [ "$2" = tcp ] && btl=self,tcp
-  timeout 900 "${mpirun_base[@]}" -np "$1" --mca pml ob1 --mca btl "$btl" \
-    "$work/mpi_allreduce" $(mpi_args "$@") > "$6" 2>&1
-}
-run_ucx() {
-  local tls=()
-  [ "$2" = tcp ] && tls=(-x UCX_TLS=tcp,self)
-  timeout 900 "${mpirun_base[@]}" -np "$1" "${ucx_any[@]}" "${tls[@]}" \
-    "$work/mpi_allreduce" $(mpi_args "$@") > "$6" 2>&1
-}
-run_gloo() {  # ranks are local processes; rendezvous in a fresh FileStore folder
-  local store rank pids=() rc=0
-  store=$(mktemp -d "$work/gloo-store.XXXXXX")
-  for rank in $(seq 0 $(( $1 - 1 ))); do
-    timeout 900 "$work/gloo_allreduce" --store "$store" --rank "$rank" --size "$1" --iface lo \
-      $(mpi_args "$@") > "$6.$rank" 2>&1 &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-  cat "$6".* > "$6"
-  return $rc
-}
+run_ob1() { peer_run ob1 "$1" "$2" "$6" $(mpi_args "$@"); }
+run_ucx() { peer_run ucx "$1" "$2" "$6" $(mpi_args "$@"); }
+run_gloo() { peer_run gloo "$1" "$2" "$6" $(mpi_args "$@"); }
 
-# "median min max wrong" of the metric (lat: time_us, bw: busbw_GBps), or nothing.
-stats_text() {  # $1 output file, $2 metric
-  local cols="10 11 12"
-  [ "$2" = lat ] && cols="4 5 6"
-  sed 's/^\[[0-9]*\] //' "$1" | grep -E '^ +[0-9]+ ' | tail -1 |
-    awk -v c="$cols" '{split(c, k, " "); print $k[1], $k[2], $k[3], $13}'
-}
-stats_json() {
-  python3 - "$1" "$2" <<'PY' 2>/dev/null
-import json, sys
-row = json.load(open(sys.argv[1]))["rows"][-1]["out_of_place"]
-s = row["time_us" if sys.argv[2] == "lat" else "busbw_GBps"]
-if None not in (s["median"], s["min"], s["max"]):  # null: not finite
-    wrong = row.get("wrong")
-    print(s["median"], s["min"], s["max"], -1 if wrong is None else wrong)
-PY
+# "median min max wrong" of the metric (lat: time_us, bw: busbw_GBps) in the last of the
+# rows on stdin (peer_rows, zcx_rows), or nothing.
+stats_of() {  # $1 metric
+  tail -1 | awk -v m="$1" '{ if (m == "lat") print $2, $3, $4, $8; else print $5, $6, $7, $8 }'
 }
 
 # Runs one system's measurement of a row; PLACE[row,system] = "before/after" line ns.
@@ -199,8 +157,8 @@ for spec in "${ROWS[@]}"; do
       echo "# $id: $sys failed; its output ends:" >&2
       tail -5 "$f" >&2
     fi
-    if [ $sys = zcx ]; then RES[$id,$sys]=$(stats_json "$f.json" "$metric")
-    else RES[$id,$sys]=$(stats_text "$f" "$metric"); fi
+    if [ $sys = zcx ]; then RES[$id,$sys]=$(zcx_rows "$f.json" | stats_of "$metric")
+    else RES[$id,$sys]=$(peer_rows "$f" | stats_of "$metric"); fi
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
