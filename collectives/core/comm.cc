@@ -357,11 +357,13 @@ void Comm::enqueue(std::shared_ptr<Op> op) {
     op->done = true;
     return;
   }
+  if (op->sched.device() < 0) op->posted = stats_.posted();
   queue_.push_back(std::move(op));
   (void)progress();  // start at once; failures are reported by test/wait
 }
 
 Status Comm::post(const OpArgs& args, std::shared_ptr<Op>* out) {
+  CommStats::Inside inside(stats_);
   ZCX_TRY(prepare(args, out));
   enqueue(*out);
   return Status::kSuccess;
@@ -402,6 +404,8 @@ Status Comm::progress() {
     if (st != Status::kSuccess) return fail_queue(st);
     if (!done) return Status::kSuccess;
     head.done = true;
+    stats_.finished(static_cast<CollKind>(head.desc.kind), static_cast<Algo>(head.desc.algo),
+                    head.posted);
     queue_.pop_front();
   }
   release_context_if_idle();
@@ -419,6 +423,7 @@ Status Comm::finish_avg(const Op& op) {
 }
 
 Status Comm::test(Op& op, bool* done) {
+  CommStats::Inside inside(stats_);
   if (!op.done) (void)progress();
   *done = op.done;
   if (op.done && op.result != Status::kSuccess) return err_.has() ? err_.raise() : op.result;
@@ -427,6 +432,7 @@ Status Comm::test(Op& op, bool* done) {
 
 // Busy-polls, paced by WaitPacer (comm.h).
 Status Comm::wait(Op& op) {
+  CommStats::Inside inside(stats_);
   WaitPacer pacer(spin_rounds(false));
   for (;;) {
     bool done = false;

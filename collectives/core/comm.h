@@ -64,6 +64,7 @@ struct Op {
   LaneOp lane_op;
   bool done = false;
   Status result = Status::kSuccess;
+  CommStats::Posted posted;  // ZCX_STATS: when, for its time in flight and overlap
 };
 
 // Rounds of a bulk-lane operation with pieces of `piece_bytes` (core/lane_bulk.cc).

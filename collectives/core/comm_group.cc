@@ -67,6 +67,7 @@ Status Comm::prepare_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>
 }
 
 Status Comm::post_group(const std::vector<OpArgs>& calls, std::shared_ptr<Op>* out) {
+  CommStats::Inside inside(stats_);
   ZCX_TRY(prepare_group(calls, out));
   enqueue(*out);
   return Status::kSuccess;

@@ -119,6 +119,7 @@ void Comm::lane_start(const OpArgs& a, const SelectInput& si, LaneOp* lo) {
 // A blocking shared-lane call on an idle communicator: the same steps as a queued lane
 // operation, without the operation object, the queue, or the executor.
 Status Comm::run(const OpArgs& args) {
+  CommStats::Inside inside(stats_);  // blocking: all of its time
   if (lane_state_ == LaneState::kReady && queue_.empty() && args.kind != CollKind::kSendRecv &&
       !err_.has()) {
     refresh_tuning();
@@ -128,7 +129,9 @@ Status Comm::run(const OpArgs& args) {
     const SelectInput si = select_input(a);
     if (choose(si).algo == Algo::kShared) {
       ZCX_TRY(claim_context());
+      const CommStats::Posted posted = a.device < 0 ? stats_.posted() : CommStats::Posted{};
       Status st = run_lane(a, si);
+      if (st == Status::kSuccess) stats_.finished(a.kind, Algo::kShared, posted);
       release_context_if_idle();
       return st;
     }

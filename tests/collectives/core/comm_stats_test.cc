@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 
 namespace zcx::coll {
 namespace {
@@ -47,6 +49,37 @@ TEST(CommStats, DeviceBuffersTrafficHasRowsOfItsOwn) {
   EXPECT_EQ(r.find(" 2 -"), std::string::npos) << "a peer without device traffic has no row\n"
                                                 << r;
   EXPECT_NE(r.find("sendrecv"), std::string::npos) << r;
+}
+
+// Time in flight, and the part of it the caller spent inside zcx (nested stretches once):
+// 20 ms outside and 10 ms inside make a third of the flight not overlapped.
+TEST(CommStats, OverlapIsTheFlightSpentOutsideZcx) {
+  config::ScopedOverride on("ZCX_STATS", "1");
+  CommStats stats(2);
+  const CommStats::Posted posted = stats.posted();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    CommStats::Inside outer(stats);
+    CommStats::Inside nested(stats);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stats.finished(CollKind::kAllgather, Algo::kRing, posted);
+  {
+    CommStats::Inside blocking(stats);
+    const CommStats::Posted p = stats.posted();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    stats.finished(CollKind::kAllreduce, Algo::kRing, p);
+  }
+  stats.finished(CollKind::kBroadcast, Algo::kRing, CommStats::Posted{});  // not timed
+  const std::string r = stats.report("w", 0, name_way);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r, m, std::regex(R"(allgather +ring +0 calls +0 bytes +([0-9.]+) ms in flight +([0-9.]+)% overlapped)"))) << r;
+  EXPECT_GE(std::stod(m[1]), 30.0);
+  // 66.7% on an idle machine; counting the nested stretch twice would give 33%.
+  EXPECT_GT(std::stod(m[2]), 50.0) << r;
+  EXPECT_LT(std::stod(m[2]), 85.0) << r;
+  EXPECT_TRUE(std::regex_search(r, std::regex(R"(allreduce +ring +0 calls +0 bytes +[0-9.]+ ms in flight +0\.0% overlapped)"))) << r;
+  EXPECT_EQ(r.find("broadcast"), std::string::npos) << r;
 }
 
 TEST(CommStats, OffByDefaultCountsNothing) {
