@@ -48,6 +48,23 @@ TEST(SweepCompare, PrintsZcxAndItsPeersSideBySide) {
   EXPECT_NE(gloo_out, gloo_in) << "Gloo is either measured or left out with a reason: " << r.out;
 }
 
+// --overlap: a second table, zcx's posted allreduce beside Open MPI's MPI_Iallreduce.
+TEST(SweepCompare, OverlapTableHasZcxAndOpenMpi) {
+  ToolResult r = run_tool(kPerfDir + "/sweep_compare.sh --build " + kBuild +
+                          " --np 2 -b 4K -e 256K -f 8 -n 2 -w 1 --reps 2 --overlap 5");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("a test every 5 us of it"), std::string::npos) << r.out;
+  const bool with_mpi = r.out.find("Open MPI ob1 left out") == std::string::npos;
+  const std::string ovl = R"([0-9]+\.[0-9]{2} us \(pure [0-9]+\.[0-9]{2}\), [0-9]+\.[0-9]%)"
+                          R"( \([0-9]+\.[0-9]-[0-9]+\.[0-9]\))";
+  const std::string mpi = with_mpi ? ovl : "-";
+  std::regex row(R"(\| (4 KiB|32 KiB|256 KiB) \| )" + ovl + R"( \| )" + mpi + R"( \| )" + mpi + R"( \|)");
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) rows += std::regex_match(line, row);
+  EXPECT_EQ(rows, 3) << r.out;
+}
+
 TEST(SweepCompare, BadUsageIsRefused) {
   ToolResult np = run_tool(kPerfDir + "/sweep_compare.sh --build " + kBuild + " --np 0");
   EXPECT_EQ(np.exit_code, 2);
@@ -55,6 +72,9 @@ TEST(SweepCompare, BadUsageIsRefused) {
   ToolResult build = run_tool(kPerfDir + "/sweep_compare.sh --build /nonexistent");
   EXPECT_EQ(build.exit_code, 2);
   EXPECT_NE(build.err.find("/nonexistent/tools/run/zcx-run is missing"), std::string::npos) << build.err;
+  ToolResult overlap = run_tool(kPerfDir + "/sweep_compare.sh --build " + kBuild + " --overlap x");
+  EXPECT_EQ(overlap.exit_code, 2);
+  EXPECT_NE(overlap.err.find("--overlap wants microseconds"), std::string::npos) << overlap.err;
   ToolResult flag = run_tool(kPerfDir + "/sweep_compare.sh --bogus");
   EXPECT_EQ(flag.exit_code, 2);
   EXPECT_NE(flag.err.find("unknown argument '--bogus'"), std::string::npos) << flag.err;

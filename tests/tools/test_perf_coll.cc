@@ -159,6 +159,41 @@ TEST(ZcxPerfColl, BadOptionsAndHelp) {
   EXPECT_NE(root.err.find("-r 2 is not a rank of this 2-rank job"), std::string::npos) << root.err;
 }
 
+// --overlap: the request form measured as the OSU benchmarks do, five more columns per row
+// (pure and total time, overlap median, min, max) and an "overlap" object per JSON row.
+// With polling every 5 us and without: the figures are the host's; here only their shape
+// and bounds (0..100 %, total at least the computation) are checked.
+TEST(ZcxPerfColl, OverlapOfThePostedForm) {
+  for (const char* poll : {"0", "5"}) {
+    std::string json = testing::TempDir() + "/zcx_perf_coll_overlap" + poll + ".json";
+    ToolResult r = run_tool(kRun + " -np 2 --timeout 60 -- " + kPerf +
+                            " coll allgather -b 64 -e 256K -f 8 -n 3 -w 1 --reps 2 --overlap " +
+                            poll + " --json " + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::regex row(R"(\[0\] +[0-9]+ .* +0( +[0-9]+(\.[0-9]+)?){5} +0 +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+))");
+    int rows = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (!std::regex_match(line, m, row)) continue;
+      ++rows;
+      EXPECT_GE(std::stod(m[4]), std::stod(m[3])) << "total >= computation (= pure): " << line;
+      for (int k : {5, 6, 7}) EXPECT_LE(std::stod(m[k]), 100.0) << line;
+      EXPECT_LE(std::stod(m[6]), std::stod(m[5])) << line;
+    }
+    EXPECT_EQ(rows, 5) << r.out;
+    EXPECT_NE(r.out.find(std::string("zcx_coll_test every ") + poll + " us"), std::string::npos) << r.out;
+    EXPECT_EQ(count_of(slurp(json), "\"overlap\": {\"poll_us\": " + std::string(poll) +
+                                        ", \"compute_us\": "), 5) << slurp(json);
+  }
+  for (const char* bad : {"coll sendrecv --overlap 5", "coll allreduce --overlap 5 --device gpu",
+                          "coll allreduce --overlap -1"}) {
+    ToolResult r = run_tool(kPerf + " " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("--overlap"), std::string::npos) << r.err;
+  }
+}
+
 // nccl-tests' spellings (its binaries are all_reduce_perf, reduce_scatter_perf, ...) name the
 // same collectives; the table and the JSON use zcx's names.
 TEST(ZcxPerfColl, NcclTestsNamesAreAccepted) {

@@ -12,8 +12,15 @@
  * element by element ("wrong" column: elements that differ, summed over ranks).
  * Sizes -b..-e times -f (bytes, K/M/G suffixes), -n iterations per repetition and -w warm-up
  * iterations (nccl-tests' defaults, 20 and 5), --reps (default 5), -a 1|3 (see above).
+ * --overlap POLL_US also measures the nonblocking form's overlap, as `zcx-perf coll
+ * --overlap` does (the OSU method): pure = post (MPI_Iallreduce, MPI_Iallgather, MPI_Ibcast)
+ * then MPI_Wait; total = post, compute for the median pure time with an MPI_Test every
+ * POLL_US of it (0: none; the tests' own time is not computation), MPI_Wait; overlap = 100 * (1 - (total - compute) / pure) per
+ * repetition, within 0..100. Five more columns: pure_us_med, total_us_med, overlap median,
+ * min and max (%). Out-of-place only.
  * Build: mpicc -O2 -o mpi_allreduce mpi_allreduce.c
- * Run:   mpirun -np 2 ./mpi_allreduce -b 8 -e 256M */
+ * Run:   mpirun -np 2 ./mpi_allreduce -b 8 -e 256M
+ */
 #include <mpi.h>
 
 #include <stdio.h>
@@ -28,6 +35,7 @@ typedef struct {
   size_t min_bytes, max_bytes, factor;
   int iters, warmup, reps, in_place;
   int rank_time;                     /* -a: 1 = mean over ranks, 3 = max over ranks */
+  int overlap_poll_us;               /* --overlap: -1 = not measured */
 } options_t;
 
 static size_t parse_size(const char* text) {
@@ -43,6 +51,7 @@ static int parse_options(int argc, char** argv, options_t* o) {
   o->min_bytes = 8; o->max_bytes = (size_t)64 << 20; o->factor = 2;
   o->iters = 20; o->warmup = 5; o->reps = 5; o->in_place = 0;
   o->rank_time = 1;
+  o->overlap_poll_us = -1;
   o->op = OP_ALLREDUCE;
   for (int i = 1; i < argc; ++i) {
     const char* n = argv[i];
@@ -56,6 +65,7 @@ static int parse_options(int argc, char** argv, options_t* o) {
     else if (!strcmp(n, "-w")) o->warmup = atoi(v);
     else if (!strcmp(n, "--reps")) o->reps = atoi(v);
     else if (!strcmp(n, "-a")) o->rank_time = atoi(v);
+    else if (!strcmp(n, "--overlap")) o->overlap_poll_us = atoi(v);
     else if (!strcmp(n, "--op") && !strcmp(v, "allgather")) o->op = OP_ALLGATHER;
     else if (!strcmp(n, "--op") && !strcmp(v, "broadcast")) o->op = OP_BROADCAST;
     else if (!strcmp(n, "--op") && !strcmp(v, "allreduce")) o->op = OP_ALLREDUCE;
@@ -65,7 +75,8 @@ static int parse_options(int argc, char** argv, options_t* o) {
   int sizes_ok = o->min_bytes >= sizeof(float) && o->min_bytes <= o->max_bytes &&
                  o->max_bytes / sizeof(float) <= 0x7fffffff && o->factor >= 2;
   int counts_ok = o->reps >= 1 && o->iters >= 1 && o->warmup >= 0;
-  return sizes_ok && counts_ok && (o->rank_time == 1 || o->rank_time == 3) ? 0 : -1;
+  int overlap_ok = o->overlap_poll_us < 0 || !o->in_place;
+  return sizes_ok && counts_ok && overlap_ok && (o->rank_time == 1 || o->rank_time == 3) ? 0 : -1;
 }
 
 /* Rank r contributes r + 1 + (i % 7) at element i: small integers, so the float sum is
@@ -88,6 +99,35 @@ static void call(const options_t* o, float* sbuf, float* rbuf, size_t count, int
     default:
       if (o->in_place) MPI_Allreduce(MPI_IN_PLACE, sbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else MPI_Allreduce(sbuf, rbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+}
+
+/* The nonblocking form of call() (out of place). */
+static void post(const options_t* o, float* sbuf, float* rbuf, size_t count, int nranks,
+                 MPI_Request* req) {
+  const int per = (int)(count / (size_t)nranks);
+  switch (o->op) {
+    case OP_ALLGATHER:
+      MPI_Iallgather(sbuf, per, MPI_FLOAT, rbuf, per, MPI_FLOAT, MPI_COMM_WORLD, req); break;
+    case OP_BROADCAST: MPI_Ibcast(sbuf, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD, req); break;
+    default: MPI_Iallreduce(sbuf, rbuf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req);
+  }
+}
+
+/* `us` microseconds of busy computation, testing the request every poll_us of it; the
+ * tests' own time is not computation (as in zcx-perf coll --overlap). */
+static void compute_polling(double us, int poll_us, MPI_Request* req) {
+  const double start = MPI_Wtime();
+  double next_poll = poll_us > 0 ? poll_us : us + 1, in_tests = 0;
+  volatile unsigned long work = 0;
+  for (double worked = 0; worked < us; worked = (MPI_Wtime() - start) * 1e6 - in_tests) {
+    for (int i = 0; i < 64; ++i) work = work + 1;
+    if (worked < next_poll) continue;
+    const double before = MPI_Wtime();
+    int done = 0;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    in_tests += (MPI_Wtime() - before) * 1e6;
+    next_poll += poll_us;
   }
 }
 
@@ -135,6 +175,25 @@ static double time_rep(const options_t* o, float* sbuf, float* rbuf, size_t coun
   return all / nranks;
 }
 
+/* One repetition of posted calls: each computed over for compute_us (< 0: waited for at
+ * once); microseconds per iteration, averaged (or maximized) over the ranks as time_rep. */
+static double overlap_rep(const options_t* o, float* sbuf, float* rbuf, size_t count, int iters,
+                          double compute_us) {
+  int nranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double start = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) {
+    MPI_Request req;
+    post(o, sbuf, rbuf, count, nranks, &req);
+    if (compute_us >= 0) compute_polling(compute_us, o->overlap_poll_us, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+  }
+  double local = (MPI_Wtime() - start) * 1e6 / iters, all = 0;
+  MPI_Allreduce(&local, &all, 1, MPI_DOUBLE, o->rank_time == 3 ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+  return o->rank_time == 3 ? all : all / nranks;
+}
+
 static int compare_double(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
@@ -168,8 +227,24 @@ static void measure(const options_t* o, float* sbuf, float* rbuf, size_t bytes, 
   printf(" %12zu %12zu %8d %12.3f %12.3f %12.3f", count * sizeof(float), count, iters, t[0], t[1], t[2]);
   for (int k = 0; k < 3; ++k) printf(" %10.3f", alg[k]);
   for (int k = 0; k < 3; ++k) printf(" %10.3f", alg[k] * factor);
-  printf(" %8lld\n", wrong);
-  fflush(stdout);
+  printf(" %8lld", wrong);
+}
+
+/* --overlap: pure and total times, and the overlap, of the posted form; printed by rank 0. */
+static void measure_overlap(const options_t* o, float* sbuf, float* rbuf, size_t count,
+                            int rank, double* samples) {
+  double pure[3], total[3], share[3];
+  if (o->warmup > 0) overlap_rep(o, sbuf, rbuf, count, o->warmup, -1);
+  for (int r = 0; r < o->reps; ++r) samples[r] = overlap_rep(o, sbuf, rbuf, count, o->iters, -1);
+  summarize(samples, o->reps, pure);
+  for (int r = 0; r < o->reps; ++r) samples[r] = overlap_rep(o, sbuf, rbuf, count, o->iters, pure[0]);
+  summarize(samples, o->reps, total);
+  for (int r = 0; r < o->reps; ++r) {
+    double hidden = 1.0 - (samples[r] - pure[0]) / pure[0];
+    samples[r] = 100.0 * (hidden < 0 ? 0 : hidden > 1 ? 1 : hidden);
+  }
+  summarize(samples, o->reps, share);
+  if (rank == 0) printf(" %12.3f %12.3f %6.1f %6.1f %6.1f", pure[0], total[0], share[0], share[1], share[2]);
 }
 
 int main(int argc, char** argv) {
@@ -182,7 +257,8 @@ int main(int argc, char** argv) {
     if (rank == 0)
       fprintf(stderr, "usage: mpirun -np N mpi_allreduce [-b SIZE] [-e SIZE] [-f F] [-n N] "
                       "[-w N] [--reps R] [--in-place] [-a 1|3] [--op allreduce|allgather|broadcast]\n"
-                      "       (N >= 2, SIZE >= 4 bytes)\n");
+                      "       [--overlap POLL_US]   (N >= 2, SIZE >= 4 bytes; --overlap "
+                      "without --in-place)\n");
     MPI_Finalize();
     return 2;
   }
@@ -203,8 +279,17 @@ int main(int argc, char** argv) {
            o.rank_time == 3 ? "max" : "mean", "size", "count", "iters",
            "time_us_med", "time_us_min", "time_us_max", "algbw_med", "algbw_min", "algbw_max",
            "busbw_med", "busbw_min", "busbw_max", "wrong");
+  if (rank == 0 && o.overlap_poll_us >= 0)
+    printf("# overlap: MPI_Test every %d us of the computation%s; columns after wrong: "
+           "pure_us_med total_us_med overlap_med overlap_min overlap_max (%%)\n",
+           o.overlap_poll_us, o.overlap_poll_us == 0 ? " (never)" : "");
   for (size_t s = o.min_bytes; s <= o.max_bytes; s *= o.factor) {
     measure(&o, sbuf, rbuf, s, rank, nranks, samples);
+    size_t count = s / sizeof(float);
+    if (o.op == OP_ALLGATHER) count -= count % (size_t)nranks;
+    if (o.overlap_poll_us >= 0) measure_overlap(&o, sbuf, rbuf, count, rank, samples);
+    if (rank == 0) printf("\n");
+    fflush(stdout);
     if (s > o.max_bytes / o.factor) break;
   }
   free(sbuf); free(rbuf); free(samples);

@@ -15,6 +15,9 @@
 #                        "size time_med time_min time_max busbw_med busbw_min busbw_max wrong"
 #   zcx_rows JSON        the same rows from the --json file of `zcx-perf coll` (out-of-place;
 #                        a size with a non-finite figure is left out)
+#   peer_overlap_rows OUT, zcx_overlap_rows JSON
+#                        with --overlap: "size pure_med total_med overlap_med overlap_min
+#                        overlap_max" per size
 
 peers_build() {
   local here
@@ -90,5 +93,23 @@ zcx_rows() {
            v[++n] = substr(rest, RSTART + 2, RLENGTH - 2); rest = substr(rest, RSTART + RLENGTH)
          }
          if (n == 10) print size, v[1], v[2], v[3], v[7], v[8], v[9], v[10]
+       }' "$1"
+}
+
+# mpi_allreduce --overlap appends pure_us_med total_us_med overlap_med overlap_min overlap_max.
+peer_overlap_rows() {
+  awk '$1 ~ /^[0-9]+$/ && NF >= 18 { print $1, $14, $15, $16, $17, $18 }' "$1"
+}
+
+# zcx-perf coll --overlap: each row's "overlap" line holds poll_us, compute_us, then pure_us,
+# total_us and overlap_pct as {median, min, max}.
+zcx_overlap_rows() {
+  awk 'match($0, /"size": [0-9]+/) { size = substr($0, RSTART + 8, RLENGTH - 8) }
+       /"overlap": \{"poll_us"/ {
+         n = 0; rest = $0
+         while (match(rest, /: -?[0-9][0-9.eE+-]*/)) {
+           v[++n] = substr(rest, RSTART + 2, RLENGTH - 2); rest = substr(rest, RSTART + RLENGTH)
+         }
+         if (n == 11) print size, v[3], v[6], v[9], v[10], v[11]
        }' "$1"
 }

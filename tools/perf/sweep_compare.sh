@@ -7,13 +7,16 @@
 # them side by side.
 #
 # usage: tools/perf/sweep_compare.sh [--build DIR] [--np N] [-b MIN] [-e MAX] [-f F] [-n N]
-#                                    [-w W] [--reps R] [--logs DIR]
+#                                    [-w W] [--reps R] [--logs DIR] [--overlap US]
 #   --build DIR   the zcx build folder (default ./build-release); ZCX_RUN and ZCX_PERF
 #                 override the two programs' paths
 #   --np N        ranks (default 4)
 #   -b -e -f -n -w --reps   the sweep, as nccl-tests spells it (default -b 8 -e 16M -f 8
 #                 -n 10 -w 2 --reps 3)
 #   --logs DIR    keep every program's output there (default: a temporary folder, removed)
+#   --overlap US  also measure the posted form (zcx_iallreduce, MPI_Iallreduce) as the OSU
+#                 benchmarks do, polling every US of computation (0: never; see
+#                 zcx-perf coll --help), and print a second table: zcx and Open MPI
 # Each cell: median (min-max) over the repetitions, out-of-place. Below 64 KiB the table
 # compares the time of one allreduce (us), from 64 KiB the bus bandwidth (GB/s, nccl-tests'
 # busbw = size / time * 2(n-1)/n); "zcx vs best peer" is how many times faster zcx was than
@@ -28,7 +31,8 @@ build=build-release
 np=4
 sweep=(-b 8 -e 16M -f 8 -n 10 -w 2 --reps 3)
 logs=""
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+overlap=""
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 set_flag() {  # replaces the value of sweep flag $1 with $2
   local i
   for i in "${!sweep[@]}"; do [ "${sweep[$i]}" = "$1" ] && sweep[$((i + 1))]=$2; done
@@ -36,7 +40,7 @@ set_flag() {  # replaces the value of sweep flag $1 with $2
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --build|--np|--logs|-b|-e|-f|-n|-w|--reps)
+    --build|--np|--logs|--overlap|-b|-e|-f|-n|-w|--reps)
       [ $# -ge 2 ] || { echo "sweep_compare.sh: $1 needs a value" >&2; exit 2; } ;;
     *) echo "sweep_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -44,11 +48,16 @@ while [ $# -gt 0 ]; do
     --build) build=$2 ;;
     --np) np=$2 ;;
     --logs) logs=$2 ;;
+    --overlap) overlap=$2 ;;
     *) set_flag "$1" "$2" ;;
   esac
   shift 2
 done
 [[ $np =~ ^[1-9][0-9]*$ ]] || { echo "sweep_compare.sh: --np wants a count >= 1 (got '$np')" >&2; exit 2; }
+[[ -z $overlap || $overlap =~ ^[0-9]+$ ]] ||
+  { echo "sweep_compare.sh: --overlap wants microseconds >= 0 (got '$overlap')" >&2; exit 2; }
+overlap_flag=()
+[ -n "$overlap" ] && overlap_flag=(--overlap "$overlap")
 
 zcx_run=${ZCX_RUN:-$build/tools/run/zcx-run}
 zcx_perf=${ZCX_PERF:-$build/tools/perf/zcx-perf}
@@ -68,10 +77,11 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # (zcx-perf checks one call per size and exits nonzero when an element differs).
 echo "== allreduce, float32 sum, $np local ranks (zcx-perf coll) =="
 "$zcx_run" -np "$np" --timeout 900 -- "$zcx_perf" coll allreduce -d float -o sum "${sweep[@]}" \
-  --json "$out/zcx.json" | tee "$out/zcx.txt"
+  "${overlap_flag[@]}" --json "$out/zcx.json" | tee "$out/zcx.txt"
 zcx_rc=$?
 [ $zcx_rc -eq 0 ] || { echo "sweep_compare.sh: zcx-perf coll failed (exit $zcx_rc)" >&2; exit 1; }
 zcx_rows "$out/zcx.json" > "$out/zcx.rows"
+zcx_overlap_rows "$out/zcx.json" > "$out/zcx.overlap"
 
 echo
 echo "== the same sweep in Open MPI, Gloo and memcpy =="
@@ -80,10 +90,14 @@ declare -A NAME=([ob1]="Open MPI ob1" [ucx]="Open MPI ucx" [gloo]="Gloo ring (tc
 declare -A WHY=([ob1]=$PEERS_MPI_WHY [ucx]=$PEERS_MPI_WHY [gloo]=$PEERS_GLOO_WHY)
 for sys in ob1 ucx gloo; do
   : > "$out/$sys.rows"
+  : > "$out/$sys.overlap"
   if [ -n "${WHY[$sys]}" ]; then echo "# ${NAME[$sys]} left out: ${WHY[$sys]}"; continue; fi
   echo "# ${NAME[$sys]} ..."
-  if peer_run "$sys" "$np" shm "$out/$sys.txt" "${sweep[@]}"; then
+  flags=("${sweep[@]}")
+  [ $sys != gloo ] && flags+=("${overlap_flag[@]}")  # Gloo's program has no posted form
+  if peer_run "$sys" "$np" shm "$out/$sys.txt" "${flags[@]}"; then
     peer_rows "$out/$sys.txt" > "$out/$sys.rows"
+    peer_overlap_rows "$out/$sys.txt" > "$out/$sys.overlap"
   else
     echo "# ${NAME[$sys]} failed; its output ends:"
     tail -5 "$out/$sys.txt" | sed 's/^/#   /'
@@ -150,3 +164,30 @@ awk -v np="$np" -v cpus="${cpus:-?}" '
     print "those links are such copies, which the " np " ranks share. zcx vs best peer: the fastest of"
     print "Open MPI and Gloo at that size, as zcx'"'"'s speed-up over it."
   }' "$out/zcx.rows" "$out/ob1.rows" "$out/ucx.rows" "$out/gloo.rows" "$out/memcpy.rows"
+[ -n "$overlap" ] || exit 0
+
+echo
+echo "Overlap of the posted form (zcx_iallreduce; Open MPI's MPI_Iallreduce), out of place:"
+echo "computation for the pure time, a test every $overlap us of it (0: none); per cell the"
+echo "total time of post + computation + wait (us), the pure time, and the overlap"
+echo "100 * (1 - (total - pure) / pure): median (min-max) over the repetitions."
+echo
+awk '
+  function size_text(b) {
+    if (b >= 1048576 && b % 1048576 == 0) return b / 1048576 " MiB"
+    if (b >= 1024 && b % 1024 == 0) return b / 1024 " KiB"
+    return b " B"
+  }
+  function cell(sys, s,   r) {
+    if (!((sys, s) in ROW) || split(ROW[sys, s], r, " ") != 6) return "-"
+    return sprintf("%.2f us (pure %.2f), %.1f%% (%.1f-%.1f)", r[3], r[2], r[4], r[5], r[6])
+  }
+  FNR == 1 { sys = FILENAME; sub(/.*\//, "", sys); sub(/\.overlap$/, "", sys) }
+  { ROW[sys, $1] = $0; if (sys == "zcx") SIZES[++n] = $1 }
+  END {
+    print "| size | zcx | Open MPI ob1 | Open MPI ucx |"
+    print "|---:|---|---|---|"
+    for (i = 1; i <= n; ++i)
+      printf "| %s | %s | %s | %s |\n", size_text(SIZES[i]), cell("zcx", SIZES[i]),
+             cell("ob1", SIZES[i]), cell("ucx", SIZES[i])
+  }' "$out/zcx.overlap" "$out/ob1.overlap" "$out/ucx.overlap"

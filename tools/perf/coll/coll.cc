@@ -75,7 +75,8 @@ bool measure_size(const Placement& base, const MeasureSettings& s, size_t index,
     if (!measure_placement(p, s, seed, b, in_place ? &row->in_place : &row->out_of_place, error))
       return false;
   }
-  return true;
+  p.in_place = false;
+  return s.overlap_poll_us < 0 || measure_overlap(p, s, b, &row->overlap, error);
 }
 
 struct Job {
@@ -99,7 +100,8 @@ bool run_sizes(const Job& job, CollRun* run, std::string* error) {
   p.op = job.op;
   p.call = {job.comm, job.rank, job.nranks, job.o->dtype, job.o->redop, job.o->root,
             job.device ? job.device->stream() : nullptr};
-  MeasureSettings s{job.o->sweep.iters, job.o->sweep.warmup, job.o->sweep.reps, job.o->check};
+  MeasureSettings s{job.o->sweep.iters, job.o->sweep.warmup, job.o->sweep.reps, job.o->check,
+                    job.o->overlap_poll_us};
   if (job.rank == 0) print_table_header(stdout, *run);
   for (size_t i = 0; i < sizes.size(); ++i) {
     p.shape = job.op->shape(sizes[i] / zcx_dtype_size(job.o->dtype), static_cast<size_t>(job.nranks));
@@ -197,6 +199,13 @@ void coll_usage(FILE* to) {
       "                          repetition's -n calls are timed up to cudaStreamSynchronize;\n"
       "                          inputs and results are copied to and from the host (not\n"
       "                          timed)\n"
+      "  --overlap POLL_US       also measure how much of the request form (zcx_i*, host\n"
+      "                          buffers, out of place) hides behind computation, as the\n"
+      "                          OSU benchmarks do: pure = post then wait; total = post,\n"
+      "                          compute for the pure time with a zcx_coll_test every\n"
+      "                          POLL_US of it (0: never; the tests' own time is not\n"
+      "                          computation), wait; ovl = 100 * (1 - (total - pure) /\n"
+      "                          pure). Five more columns: pure, total, ovl median/min/max\n"
       "  -h, --help              this text\n"
       "\n"
       "Example: zcx-run -np 4 -- zcx-perf coll allreduce -b 8 -e 64M -f 8 --json ar.json\n");

@@ -2,6 +2,7 @@
 
 #include "engine/timer.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace zcx::perf {
@@ -115,7 +116,90 @@ void to_bandwidths(const Placement& p, const std::vector<double>& us, PlacementR
   out->busbw_GBps = summarize(bus);
 }
 
+// ---- --overlap ------------------------------------------------------------------------
+// `us` microseconds of busy computation; every poll_us of it (0: never) the request is
+// tested, as a training loop would between layers. The tests' own time is not computation:
+// what they do for the transfer delays the work, as it would a real step. *req becomes null
+// once it is done.
+bool compute_polling(double us, int poll_us, zcx_coll_request_t* req) {
+  Stopwatch watch;
+  double next_poll = poll_us > 0 ? poll_us : us + 1, in_tests = 0;
+  volatile uint64_t work = 0;
+  for (double worked = 0; worked < us; worked = watch.elapsed_us() - in_tests) {
+    for (int i = 0; i < 64; ++i) work = work + 1;
+    if (*req == nullptr || worked < next_poll) continue;
+    const double before = watch.elapsed_us();
+    int done = 0;
+    if (zcx_coll_test(*req, &done) != ZCX_SUCCESS) return false;  // the request is freed
+    if (done) *req = nullptr;
+    in_tests += watch.elapsed_us() - before;
+    next_poll += poll_us;
+  }
+  return true;
+}
+
+// One repetition's time per call (us): iters calls, each posted, then computed over for
+// compute_us (< 0: none, waited for at once), then waited for.
+bool overlap_rep(const Placement& p, const CollBuffers& b, int iters, double compute_us,
+                 int poll_us, double* us, std::string* error) {
+  const void* send = call_send_ptr(p, b);
+  void* recv = call_recv_ptr(p, b);
+  Stopwatch watch;
+  for (int i = 0; i < iters; ++i) {
+    zcx_coll_request_t req = nullptr;
+    if (p.op->post(send, recv, p.shape.param, p.call, &req) != ZCX_SUCCESS) {
+      *error = failure(p, "posting the collective");
+      return false;
+    }
+    bool ok = compute_us < 0 || compute_polling(compute_us, poll_us, &req);
+    if (ok && req != nullptr) ok = zcx_coll_wait(req) == ZCX_SUCCESS;
+    if (!ok) {
+      *error = failure(p, "the posted collective");
+      return false;
+    }
+  }
+  *us = watch.elapsed_us() / iters;
+  return true;
+}
+
+// reps repetitions (each after a barrier), averaged over the ranks.
+bool overlap_reps(const Placement& p, const MeasureSettings& s, const CollBuffers& b,
+                  double compute_us, std::vector<double>* us, std::string* error) {
+  for (int rep = 0; rep < s.reps; ++rep) {
+    double t = 0;
+    if (zcx_barrier_comm(p.call.comm, nullptr) != ZCX_SUCCESS) {
+      *error = failure(p, "the barrier before a repetition");
+      return false;
+    }
+    if (!overlap_rep(p, b, s.iters, compute_us, s.overlap_poll_us, &t, error)) return false;
+    us->push_back(t);
+  }
+  return average_over_ranks(p, us, error);
+}
+
 }  // namespace
+
+bool measure_overlap(const Placement& p, const MeasureSettings& s, const CollBuffers& b,
+                     OverlapResult* out, std::string* error) {
+  fill_for_timing(p, b);
+  double ignored = 0;
+  std::vector<double> pure, total, share;
+  if ((s.warmup > 0 && !overlap_rep(p, b, s.warmup, -1, 0, &ignored, error)) ||
+      !overlap_reps(p, s, b, -1, &pure, error))
+    return false;
+  out->pure_us = summarize(pure);
+  out->compute_us = out->pure_us.median;  // the same on every rank: averaged over them
+  if (!overlap_reps(p, s, b, out->compute_us, &total, error)) return false;
+  for (double t : total) {
+    const double hidden = 1.0 - (t - out->compute_us) / out->pure_us.median;
+    share.push_back(100.0 * std::clamp(hidden, 0.0, 1.0));
+  }
+  out->total_us = summarize(total);
+  out->overlap_pct = summarize(share);
+  out->poll_us = s.overlap_poll_us;
+  out->measured = true;
+  return true;
+}
 
 bool measure_placement(const Placement& p, const MeasureSettings& s, uint64_t seed,
                        const CollBuffers& b, PlacementResult* out, std::string* error) {

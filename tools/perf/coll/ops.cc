@@ -64,15 +64,44 @@ zcx_status_t run_sendrecv(const void* s, void* r, size_t count, const CollCall& 
   return send != ZCX_SUCCESS ? send : recv != ZCX_SUCCESS ? recv : st;
 }
 
+using Request = zcx_coll_request_t*;
+zcx_status_t post_allreduce(const void* s, void* r, size_t count, const CollCall& c, Request q) {
+  return zcx_iallreduce(s, r, count, c.dtype, c.redop, c.comm, nullptr, q);
+}
+
+zcx_status_t post_broadcast(const void* s, void* r, size_t count, const CollCall& c, Request q) {
+  return zcx_ibroadcast(s, r, count, c.dtype, c.root, c.comm, nullptr, q);
+}
+
+zcx_status_t post_reduce(const void* s, void* r, size_t count, const CollCall& c, Request q) {
+  return zcx_ireduce(s, r, count, c.dtype, c.redop, c.root, c.comm, nullptr, q);
+}
+
+zcx_status_t post_allgather(const void* s, void* r, size_t count, const CollCall& c, Request q) {
+  return zcx_iallgather(s, r, count, c.dtype, c.comm, nullptr, q);
+}
+
+zcx_status_t post_reducescatter(const void* s, void* r, size_t count, const CollCall& c,
+                                Request q) {
+  return zcx_ireducescatter(s, r, count, c.dtype, c.redop, c.comm, nullptr, q);
+}
+
+zcx_status_t post_alltoall(const void* s, void* r, size_t count, const CollCall& c, Request q) {
+  return zcx_ialltoall(s, r, count, c.dtype, c.comm, nullptr, q);
+}
+
 constexpr CollOp kOps[] = {
-    {"allreduce", CollKind::kAllreduce, true, false, same_count, false, allreduce_factor, run_allreduce, true},
-    {"broadcast", CollKind::kBroadcast, false, true, same_count, false, one, run_broadcast, true},
-    {"reduce", CollKind::kReduce, true, true, same_count, false, one, run_reduce, true},
-    {"allgather", CollKind::kAllgather, false, false, allgather_shape, true, gather_factor, run_allgather, true},
+    {"allreduce", CollKind::kAllreduce, true, false, same_count, false, allreduce_factor, run_allreduce, true,
+     post_allreduce},
+    {"broadcast", CollKind::kBroadcast, false, true, same_count, false, one, run_broadcast, true, post_broadcast},
+    {"reduce", CollKind::kReduce, true, true, same_count, false, one, run_reduce, true, post_reduce},
+    {"allgather", CollKind::kAllgather, false, false, allgather_shape, true, gather_factor, run_allgather, true,
+     post_allgather},
     {"reducescatter", CollKind::kReducescatter, true, false, reducescatter_shape, true, gather_factor, run_reducescatter,
-     true},
-    {"alltoall", CollKind::kAlltoall, false, false, alltoall_shape, true, gather_factor, run_alltoall, true},
-    {"sendrecv", CollKind::kSendrecv, false, false, same_count, false, one, run_sendrecv, false},
+     true, post_reducescatter},
+    {"alltoall", CollKind::kAlltoall, false, false, alltoall_shape, true, gather_factor, run_alltoall, true,
+     post_alltoall},
+    {"sendrecv", CollKind::kSendrecv, false, false, same_count, false, one, run_sendrecv, false, nullptr},
 };
 
 }  // namespace

@@ -44,6 +44,9 @@ struct CollOp {
   double (*bus_factor)(int nranks);
   zcx_status_t (*run)(const void* send, void* recv, size_t count, const CollCall& c);
   bool checks_in_place;  // false: the in-place result is not defined (sendrecv)
+  // The request form on host buffers (zcx_i*), for --overlap; nullptr for sendrecv.
+  zcx_status_t (*post)(const void* send, void* recv, size_t count, const CollCall& c,
+                       zcx_coll_request_t* req);
 };
 
 // nullptr for an unknown name.

@@ -36,6 +36,9 @@ std::string apply(const std::string& name, const std::string& value, CollOptions
   } else if (name == "--device") {
     if (value != "host" && value != "gpu") return name + " needs host or gpu";
     o->gpu = value == "gpu";
+  } else if (name == "--overlap") {
+    if (!parse_count(value, 0, 1000000, &v)) return name + " needs microseconds >= 0";
+    o->overlap_poll_us = static_cast<int>(v);
   } else {
     return "unknown option '" + name + "'";
   }
@@ -74,6 +77,9 @@ std::string parse_coll_options(std::vector<std::string> args, CollOptions* o) {
     if (!error.empty()) error += " (got '" + args[i + 1] + "')";
   }
   if (!error.empty()) return error;
+  if (o->overlap_poll_us >= 0 && (o->gpu || o->op == "sendrecv"))
+    return "--overlap posts the request form of a collective (zcx_i*): host buffers, and not "
+           "sendrecv";
   // As in nccl-tests: a factor above 1 wins; -i alone (or with -f 1) steps linearly.
   if (linear || (!has_factor && o->step_bytes > 0)) {
     if (o->step_bytes == 0) o->step_bytes = size_t{1} << 20;  // nccl-tests' default -i

@@ -1,5 +1,5 @@
 // Command line of zcx-perf coll: the nccl-tests flags (-b -e -f -i -n -w -c -o -d -r) plus
-// --reps, --json, --provider, --algo and --device.
+// --reps, --json, --provider, --algo, --device and --overlap.
 #pragma once
 
 #include "engine/sweep.h"
@@ -23,6 +23,7 @@ struct CollOptions {
   std::string provider;            // --provider: ZCX_PROVIDERS for this process ("" = as is)
   std::string algo;                // --algo: ZCX_ALGO for this process ("" = as is)
   bool gpu = false;                // --device gpu: buffers on CUDA device 0, calls on a stream
+  int overlap_poll_us = -1;        // --overlap POLL_US: also measure overlap (-1: not)
 };
 
 // args: everything after "coll" (the op first). Returns "" or a message naming the problem.

@@ -63,6 +63,14 @@ std::string placement_json(const PlacementResult& r) {
          ", \"wrong\": " + (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong)) + "}";
 }
 
+// ", \"overlap\": {...}" when measured, else nothing.
+std::string overlap_json(const OverlapResult& v) {
+  if (!v.measured) return "";
+  return ",\n     \"overlap\": {\"poll_us\": " + std::to_string(v.poll_us) + ", \"compute_us\": " +
+         number(v.compute_us) + ", \"pure_us\": " + summary_json(v.pure_us) + ", \"total_us\": " +
+         summary_json(v.total_us) + ", \"overlap_pct\": " + summary_json(v.overlap_pct) + "}";
+}
+
 std::string quoted(const std::string& text) { return "\"" + json_escape(text) + "\""; }
 
 std::string meta_json(const CollRun& run) {
@@ -87,7 +95,7 @@ std::string row_json(const CollRun& run, const SizeResult& r) {
          quoted(redop_column(run)) + ", \"root\": " + std::to_string(root_column(run)) +
          ", \"iters\": " + std::to_string(r.iters) + ",\n     \"out_of_place\": " +
          placement_json(r.out_of_place) + ",\n     \"in_place\": " + placement_json(r.in_place) +
-         "}";
+         overlap_json(r.overlap) + "}";
 }
 
 }  // namespace
@@ -103,17 +111,26 @@ void print_table_header(FILE* to, const CollRun& run) {
   std::fprintf(to, "# zcx %s, device: %s, provider: %s, algo: %s\n", zcx_version_string(),
                run.device.c_str(), run.provider.c_str(), run.algo.c_str());
   std::fprintf(to, "# time, algbw, busbw: median over the %d reps; bb_min, bb_max: busbw min "
-               "and max over them\n#\n", o.sweep.reps);
+               "and max over them\n", o.sweep.reps);
+  if (o.overlap_poll_us >= 0)
+    std::fprintf(to, "# overlap (out of place, request form): pure = post and wait; total = "
+                 "post, compute for the median pure time (zcx_coll_test every %d us of it%s), "
+                 "wait; ovl = 100 * (1 - (total - compute) / pure): median, min, max\n",
+                 o.overlap_poll_us, o.overlap_poll_us == 0 ? ": never" : "");
+  std::fprintf(to, "#\n");
   std::fprintf(to, "# %10s  %12s  %8s  %6s  %6s  %30s%-16s  %30s%-16s\n", "", "", "", "", "",
                "out-of-place", "", "in-place", "");
+  const bool overlap = o.overlap_poll_us >= 0;
   std::fprintf(to, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
   for (int k = 0; k < 2; ++k)
     std::fprintf(to, "  %7s  %6s  %6s  %6s  %6s %6s", "time", "algbw", "busbw", "bb_min",
                  "bb_max", "#wrong");
+  if (overlap) std::fprintf(to, "  %7s  %7s  %5s  %5s  %5s", "pure", "total", "ovl", "o_min", "o_max");
   std::fprintf(to, "\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
   for (int k = 0; k < 2; ++k)
     std::fprintf(to, "  %7s  %6s  %6s  %6s  %6s %6s", "(us)", "(GB/s)", "(GB/s)", "(GB/s)",
                  "(GB/s)", "");
+  if (overlap) std::fprintf(to, "  %7s  %7s  %5s  %5s  %5s", "(us)", "(us)", "(%)", "(%)", "(%)");
   std::fprintf(to, "\n");
   std::fflush(to);
 }
@@ -123,6 +140,11 @@ void print_table_row(FILE* to, const CollRun& run, const SizeResult& r) {
                dtype_label(run.options->dtype), redop_column(run), root_column(run));
   print_placement(to, r.out_of_place);
   print_placement(to, r.in_place);
+  const OverlapResult& v = r.overlap;
+  if (v.measured)
+    std::fprintf(to, "  %7s  %7s  %5.1f  %5.1f  %5.1f", time_text(v.pure_us.median).c_str(),
+                 time_text(v.total_us.median).c_str(), v.overlap_pct.median, v.overlap_pct.min,
+                 v.overlap_pct.max);
   std::fprintf(to, "\n");
   std::fflush(to);
 }
