@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -14,13 +13,6 @@ namespace {
 
 const std::string kRun = ZCX_RUN_PATH;
 const std::string kPerf = ZCX_PERF_PATH;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Table rows of rank 0 whose both #wrong cells are 0 (5 numbers, then #wrong, per placement;
 // a time from 10 ms up prints without decimals, as in nccl-tests).

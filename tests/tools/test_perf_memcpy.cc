@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -12,13 +11,6 @@ namespace zcx::test {
 namespace {
 
 const std::string kPerf = ZCX_PERF_PATH;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 TEST(ZcxPerfMemcpy, SweepPrintsTableAndJsonWithEveryCopyRight) {
   std::string json = testing::TempDir() + "/zcx_perf_memcpy.json";

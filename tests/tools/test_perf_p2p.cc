@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -13,13 +12,6 @@ namespace {
 
 const std::string kRun = ZCX_RUN_PATH;
 const std::string kPerf = ZCX_PERF_PATH;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 #define SKIP_WITHOUT_TCP(result)                                          \
   if ((result).err.find("is not in this build") != std::string::npos) \

@@ -10,7 +10,6 @@
 #include <sstream>
 
 namespace zcx::test {
-namespace {
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -18,8 +17,6 @@ std::string slurp(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
-
-}  // namespace
 
 ToolResult run_tool(const std::string& command) {
   char dir_template[] = "/tmp/zcx-tool-test-XXXXXX";

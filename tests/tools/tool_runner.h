@@ -14,6 +14,8 @@ struct ToolResult {
 // Runs `command` under /bin/sh with stdout and stderr captured separately.
 ToolResult run_tool(const std::string& command);
 
+// The whole text of a file ("" when it cannot be read).
+std::string slurp(const std::string& path);
 // Number of lines of `text` (each ending in '\n').
 int count_lines(const std::string& text);
 // Occurrences of `what` in `text` (they may overlap).
