@@ -1,11 +1,12 @@
 // ZCX_STATS' overlap column over real processes (2 ranks, shm and tcp): blocking allreduces
 // overlap nothing; allgathers posted with zcx_iallgather, then left to run while the caller
 // computes (polling zcx_coll_test between stretches of work, as a training loop does), show
-// most of their time in flight overlapped. Rank 1 posts 300 us after rank 0, as ranks do:
-// rank 0's allgathers then wait for it while rank 0 computes (overlapped), and rank 1 finds
-// rank 0's data already there and its own fitting in the transport's buffers, so it finishes
-// inside zcx_iallgather: no overlap, rightly (so do both when they post at the same moment).
-// Each rank's summary goes to its report.
+// most of their time in flight overlapped. Rank 1 posts 5 ms after rank 0 (ranks drift
+// apart; 5 ms is well above a call's work, even under ThreadSanitizer): rank 0's allgathers
+// wait for it while rank 0 computes (overlapped), and rank 1 finds rank 0's data already
+// there and its own fitting in the transport's buffers, so it finishes inside
+// zcx_iallgather: no overlap, rightly (so do both when they post at the same moment). Each
+// rank's summary goes to its report.
 #include "process_ranks.h"
 
 #include <zcx/coll.h>
@@ -33,7 +34,7 @@ void compute_for(double us) {
 // One nonblocking allgather, with compute and a test every 200 us until it is done.
 int overlapped_allgather(zcx_comm_t comm, int rank, std::vector<int32_t>& mine,
                          std::vector<int32_t>& all) {
-  if (rank == 1) compute_for(300);
+  if (rank == 1) compute_for(5000);
   zcx_coll_request_t req = nullptr;
   if (zcx_iallgather(mine.data(), all.data(), kCount, ZCX_INT32, comm, nullptr, &req)) return 11;
   for (int done = 0; !done;) {
