@@ -83,33 +83,29 @@ peer_rows() {
   sed 's/^\[[0-9]*\] //' "$1" | awk '$1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $4, $5, $6, $10, $11, $12, $13 }'
 }
 
-# zcx-perf's JSON (docs/PERF_JSON.md) has each row's "size" on one line and its out-of-place
-# results on the next: time_us, algbw_GBps and busbw_GBps as {median, min, max}, then wrong.
-zcx_rows() {
-  awk 'match($0, /"size": [0-9]+/) { size = substr($0, RSTART + 8, RLENGTH - 8) }
-       /"out_of_place"/ {
-         n = 0; rest = $0
+# zcx-perf's JSON (docs/PERF_JSON.md) writes each row's "size" on one line, and its
+# out-of-place results (time_us, algbw_GBps, busbw_GBps as {median, min, max}, then wrong)
+# and, with --overlap, its overlap (poll_us, compute_us, then pure_us, total_us and
+# overlap_pct as {median, min, max}) each on a line of its own. This prints "size" and the
+# numbers of each row's line that holds "$2": (rows whose line holds other than $3
+# numbers, e.g. a null, are left out).
+zcx_json_numbers() {  # $1 JSON, $2 key, $3 count
+  awk -v key="\"$2\": " -v want="$3" '
+       match($0, /"size": [0-9]+/) { size = substr($0, RSTART + 8, RLENGTH - 8) }
+       index($0, key) {
+         n = 0; line = size; rest = $0
          while (match(rest, /: -?[0-9][0-9.eE+-]*/)) {
-           v[++n] = substr(rest, RSTART + 2, RLENGTH - 2); rest = substr(rest, RSTART + RLENGTH)
+           line = line " " substr(rest, RSTART + 2, RLENGTH - 2); rest = substr(rest, RSTART + RLENGTH)
+           ++n
          }
-         if (n == 10) print size, v[1], v[2], v[3], v[7], v[8], v[9], v[10]
+         if (n == want) print line
        }' "$1"
 }
+zcx_rows() { zcx_json_numbers "$1" out_of_place 10 | awk '{ print $1, $2, $3, $4, $8, $9, $10, $11 }'; }
 
 # mpi_allreduce --overlap appends pure_us_med total_us_med overlap_med overlap_min overlap_max.
 peer_overlap_rows() {
   awk '$1 ~ /^[0-9]+$/ && NF >= 18 { print $1, $14, $15, $16, $17, $18 }' "$1"
 }
 
-# zcx-perf coll --overlap: each row's "overlap" line holds poll_us, compute_us, then pure_us,
-# total_us and overlap_pct as {median, min, max}.
-zcx_overlap_rows() {
-  awk 'match($0, /"size": [0-9]+/) { size = substr($0, RSTART + 8, RLENGTH - 8) }
-       /"overlap": \{"poll_us"/ {
-         n = 0; rest = $0
-         while (match(rest, /: -?[0-9][0-9.eE+-]*/)) {
-           v[++n] = substr(rest, RSTART + 2, RLENGTH - 2); rest = substr(rest, RSTART + RLENGTH)
-         }
-         if (n == 11) print size, v[3], v[6], v[9], v[10], v[11]
-       }' "$1"
-}
+zcx_overlap_rows() { zcx_json_numbers "$1" overlap 11 | awk '{ print $1, $4, $7, $10, $11, $12 }'; }

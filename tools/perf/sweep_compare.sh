@@ -118,8 +118,19 @@ echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), $(nproc) CPUs ($(lscpu
   "$(cut -d' ' -f1-3 /proc/loadavg); $np ranks; Open MPI $(mpirun --version 2>/dev/null |
   head -1 | awk '{print $NF}')"
 echo
+# The tables' awk programs start with this: ROW[system, size] = a line of the system's rows
+# file (named <system>.<kind>), SIZES[1..n] = zcx's sizes, and size_text.
+table_awk='
+  function size_text(b) {
+    if (b >= 1048576 && b % 1048576 == 0) return b / 1048576 " MiB"
+    if (b >= 1024 && b % 1024 == 0) return b / 1024 " KiB"
+    return b " B"
+  }
+  FNR == 1 { sys = FILENAME; sub(/.*\//, "", sys); sub(/\.[a-z]+$/, "", sys) }
+  { ROW[sys, $1] = $0; if (sys == "zcx") SIZES[++n] = $1 }
+'
 # One line per size of zcx's rows; each system's cell from its rows of the same size.
-awk -v np="$np" -v cpus="${cpus:-?}" '
+awk -v np="$np" -v cpus="${cpus:-?}" "$table_awk"'
   function cell(sys, s,   r, m, out) {
     if (!((sys, s) in ROW) || split(ROW[sys, s], r, " ") != 8) return "-"
     m = (s < 65536) ? 2 : 5
@@ -132,13 +143,6 @@ awk -v np="$np" -v cpus="${cpus:-?}" '
     if (!((sys, s) in ROW) || split(ROW[sys, s], r, " ") != 8) return ""
     return (s < 65536) ? r[2] : r[5]
   }
-  function size_text(b) {
-    if (b >= 1048576 && b % 1048576 == 0) return b / 1048576 " MiB"
-    if (b >= 1024 && b % 1024 == 0) return b / 1024 " KiB"
-    return b " B"
-  }
-  FNR == 1 { sys = FILENAME; sub(/.*\//, "", sys); sub(/\.rows$/, "", sys) }
-  { ROW[sys, $1] = $0; if (sys == "zcx") SIZES[++n] = $1 }
   END {
     print "| size | metric | zcx | Open MPI ob1 | Open MPI ucx | Gloo ring (tcp) | memcpy (one per CPU) | zcx vs best peer |"
     print "|---:|---|---|---|---|---|---|---:|"
@@ -172,18 +176,11 @@ echo "computation for the pure time, a test every $overlap us of it (0: none); p
 echo "total time of post + computation + wait (us), the pure time, and the overlap"
 echo "100 * (1 - (total - pure) / pure): median (min-max) over the repetitions."
 echo
-awk '
-  function size_text(b) {
-    if (b >= 1048576 && b % 1048576 == 0) return b / 1048576 " MiB"
-    if (b >= 1024 && b % 1024 == 0) return b / 1024 " KiB"
-    return b " B"
-  }
+awk "$table_awk"'
   function cell(sys, s,   r) {
     if (!((sys, s) in ROW) || split(ROW[sys, s], r, " ") != 6) return "-"
     return sprintf("%.2f us (pure %.2f), %.1f%% (%.1f-%.1f)", r[3], r[2], r[4], r[5], r[6])
   }
-  FNR == 1 { sys = FILENAME; sub(/.*\//, "", sys); sub(/\.overlap$/, "", sys) }
-  { ROW[sys, $1] = $0; if (sys == "zcx") SIZES[++n] = $1 }
   END {
     print "| size | zcx | Open MPI ob1 | Open MPI ucx |"
     print "|---:|---|---|---|"
