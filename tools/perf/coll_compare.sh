@@ -96,7 +96,7 @@ peers_build "$work"
 [ -n "$PEERS_MPI" ] || { echo "coll_compare.sh: $PEERS_MPI_WHY" >&2; exit 2; }
 placement_build "$work" || { echo "coll_compare.sh: cc failed" >&2; exit 2; }
 have_gloo=0
-if [ -n "$PEERS_GLOO" ]; then have_gloo=1; else echo "# $PEERS_GLOO_WHY: Gloo column left out" >&2; fi
+[ -n "$PEERS_GLOO" ] && have_gloo=1 || echo "# $PEERS_GLOO_WHY: Gloo column left out" >&2
 
 export ZCX_TIMEOUT=${ZCX_TIMEOUT:-120}  # a stuck run fails in minutes
 

@@ -15,9 +15,9 @@
  * --overlap POLL_US also measures the nonblocking form's overlap, as `zcx-perf coll
  * --overlap` does (the OSU method): pure = post (MPI_Iallreduce, MPI_Iallgather, MPI_Ibcast)
  * then MPI_Wait; total = post, compute for the median pure time with an MPI_Test every
- * POLL_US of it (0: none; the tests' own time is not computation), MPI_Wait; overlap = 100 * (1 - (total - compute) / pure) per
- * repetition, within 0..100. Five more columns: pure_us_med, total_us_med, overlap median,
- * min and max (%). Out-of-place only.
+ * POLL_US of it (0: none; the tests' own time is not computation), MPI_Wait; overlap =
+ * 100 * (1 - (total - compute) / pure) per repetition, within 0..100. Five more columns:
+ * pure_us_med, total_us_med, overlap median, min and max (%). Out-of-place only.
  * Build: mpicc -O2 -o mpi_allreduce mpi_allreduce.c
  * Run:   mpirun -np 2 ./mpi_allreduce -b 8 -e 256M
  */
@@ -237,14 +237,16 @@ static void measure_overlap(const options_t* o, float* sbuf, float* rbuf, size_t
   if (o->warmup > 0) overlap_rep(o, sbuf, rbuf, count, o->warmup, -1);
   for (int r = 0; r < o->reps; ++r) samples[r] = overlap_rep(o, sbuf, rbuf, count, o->iters, -1);
   summarize(samples, o->reps, pure);
-  for (int r = 0; r < o->reps; ++r) samples[r] = overlap_rep(o, sbuf, rbuf, count, o->iters, pure[0]);
+  for (int r = 0; r < o->reps; ++r)
+    samples[r] = overlap_rep(o, sbuf, rbuf, count, o->iters, pure[0]);
   summarize(samples, o->reps, total);
   for (int r = 0; r < o->reps; ++r) {
     double hidden = 1.0 - (samples[r] - pure[0]) / pure[0];
     samples[r] = 100.0 * (hidden < 0 ? 0 : hidden > 1 ? 1 : hidden);
   }
   summarize(samples, o->reps, share);
-  if (rank == 0) printf(" %12.3f %12.3f %6.1f %6.1f %6.1f", pure[0], total[0], share[0], share[1], share[2]);
+  if (rank == 0)
+    printf(" %12.3f %12.3f %6.1f %6.1f %6.1f", pure[0], total[0], share[0], share[1], share[2]);
 }
 
 int main(int argc, char** argv) {

@@ -110,9 +110,10 @@ void print_table_header(FILE* to, const CollRun& run) {
                o.check ? 1 : 0);
   std::fprintf(to, "# zcx %s, device: %s, provider: %s, algo: %s\n", zcx_version_string(),
                run.device.c_str(), run.provider.c_str(), run.algo.c_str());
+  const bool overlap = o.overlap_poll_us >= 0;
   std::fprintf(to, "# time, algbw, busbw: median over the %d reps; bb_min, bb_max: busbw min "
                "and max over them\n", o.sweep.reps);
-  if (o.overlap_poll_us >= 0)
+  if (overlap)
     std::fprintf(to, "# overlap (out of place, request form): pure = post and wait; total = "
                  "post, compute for the median pure time (zcx_coll_test every %d us of it%s), "
                  "wait; ovl = 100 * (1 - (total - compute) / pure): median, min, max\n",
@@ -120,7 +121,6 @@ void print_table_header(FILE* to, const CollRun& run) {
   std::fprintf(to, "#\n");
   std::fprintf(to, "# %10s  %12s  %8s  %6s  %6s  %30s%-16s  %30s%-16s\n", "", "", "", "", "",
                "out-of-place", "", "in-place", "");
-  const bool overlap = o.overlap_poll_us >= 0;
   std::fprintf(to, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
   for (int k = 0; k < 2; ++k)
     std::fprintf(to, "  %7s  %6s  %6s  %6s  %6s %6s", "time", "algbw", "busbw", "bb_min",
