@@ -13,7 +13,8 @@ namespace {
 
 const config::BoolParam kStatsParam(
     "ZCX_STATS", false,
-    "print each communicator's operations (by collective and algorithm) and per-peer traffic "
+    "print each communicator's operations (by collective and algorithm, with their time in "
+    "flight and the share that overlapped the caller's own work) and per-peer traffic "
     "(bytes, messages, provider) to stderr when it is destroyed or aborted");
 
 void line(std::string* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
