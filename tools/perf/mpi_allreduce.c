@@ -207,10 +207,14 @@ static void summarize(double* v, int n, double out[3]) {
   out[2] = v[n - 1];
 }
 
-static void measure(const options_t* o, float* sbuf, float* rbuf, size_t bytes, int rank,
-                    int nranks, double* samples) {
+/* Elements of one call of `bytes` (allgather: whole blocks, as zcx-perf). */
+static size_t count_of(const options_t* o, size_t bytes, int nranks) {
   size_t count = bytes / sizeof(float);
-  if (o->op == OP_ALLGATHER) count -= count % (size_t)nranks;  /* whole blocks, as zcx-perf */
+  return o->op == OP_ALLGATHER ? count - count % (size_t)nranks : count;
+}
+
+static void measure(const options_t* o, float* sbuf, float* rbuf, size_t count, int rank,
+                    int nranks, double* samples) {
   int iters = o->iters, warm = o->warmup;
   long long wrong = check(o, sbuf, rbuf, count, rank, nranks);
   if (warm > 0) time_rep(o, sbuf, rbuf, count, warm);
@@ -286,9 +290,8 @@ int main(int argc, char** argv) {
            "pure_us_med total_us_med overlap_med overlap_min overlap_max (%%)\n",
            o.overlap_poll_us, o.overlap_poll_us == 0 ? " (never)" : "");
   for (size_t s = o.min_bytes; s <= o.max_bytes; s *= o.factor) {
-    measure(&o, sbuf, rbuf, s, rank, nranks, samples);
-    size_t count = s / sizeof(float);
-    if (o.op == OP_ALLGATHER) count -= count % (size_t)nranks;
+    const size_t count = count_of(&o, s, nranks);
+    measure(&o, sbuf, rbuf, count, rank, nranks, samples);
     if (o.overlap_poll_us >= 0) measure_overlap(&o, sbuf, rbuf, count, rank, samples);
     if (rank == 0) printf("\n");
     fflush(stdout);

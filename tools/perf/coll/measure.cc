@@ -3,6 +3,7 @@
 #include "engine/timer.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 namespace zcx::perf {
@@ -63,18 +64,29 @@ bool download(const Placement& p, const CollBuffers& b, std::string* error) {
 }
 
 // Each rank's mean time per iteration in each repetition, in microseconds.
-bool time_reps(const Placement& p, const MeasureSettings& s, const CollBuffers& b,
-               std::vector<double>* us, std::string* error) {
-  for (int rep = 0; rep < s.reps; ++rep) {
+// reps repetitions, each after a barrier: rep(&t) runs one and gives its time per call.
+bool repeat_after_barriers(const Placement& p, int reps, const std::function<bool(double*)>& rep,
+                           std::vector<double>* us, std::string* error) {
+  for (int i = 0; i < reps; ++i) {
+    double t = 0;
     if (zcx_barrier_comm(p.call.comm, nullptr) != ZCX_SUCCESS) {
       *error = failure(p, "the barrier before a repetition");
       return false;
     }
-    Stopwatch watch;
-    if (!run_iterations(p, b, s.iters, error)) return false;
-    us->push_back(watch.elapsed_us() / s.iters);
+    if (!rep(&t)) return false;
+    us->push_back(t);
   }
   return true;
+}
+
+bool time_reps(const Placement& p, const MeasureSettings& s, const CollBuffers& b,
+               std::vector<double>* us, std::string* error) {
+  return repeat_after_barriers(p, s.reps, [&](double* t) {
+    Stopwatch watch;
+    if (!run_iterations(p, b, s.iters, error)) return false;
+    *t = watch.elapsed_us() / s.iters;
+    return true;
+  }, us, error);
 }
 
 // nccl-tests reports the mean over the ranks of their times (its -a 1 default).
@@ -165,16 +177,9 @@ bool overlap_rep(const Placement& p, const CollBuffers& b, int iters, double com
 // reps repetitions (each after a barrier), averaged over the ranks.
 bool overlap_reps(const Placement& p, const MeasureSettings& s, const CollBuffers& b,
                   double compute_us, std::vector<double>* us, std::string* error) {
-  for (int rep = 0; rep < s.reps; ++rep) {
-    double t = 0;
-    if (zcx_barrier_comm(p.call.comm, nullptr) != ZCX_SUCCESS) {
-      *error = failure(p, "the barrier before a repetition");
-      return false;
-    }
-    if (!overlap_rep(p, b, s.iters, compute_us, s.overlap_poll_us, &t, error)) return false;
-    us->push_back(t);
-  }
-  return average_over_ranks(p, us, error);
+  return repeat_after_barriers(p, s.reps, [&](double* t) {
+    return overlap_rep(p, b, s.iters, compute_us, s.overlap_poll_us, t, error);
+  }, us, error) && average_over_ranks(p, us, error);
 }
 
 }  // namespace

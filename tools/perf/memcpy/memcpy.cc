@@ -124,16 +124,15 @@ bool run_size(std::vector<Copier>& copiers, size_t capacity, size_t bytes, int i
   return true;  // the jthreads join here
 }
 
-Row size_row(const std::vector<Copier>& copiers, size_t bytes, int iters, int reps) {
+Row size_row(const std::vector<Copier>& copiers, size_t bytes, int iters, int reps,
+             int64_t wrong) {
   std::vector<double> time_us, gbps;
-  int64_t wrong = 0;
   for (int r = 0; r < reps; ++r) {
     double sum = 0;
     for (const Copier& c : copiers) sum += c.per_copy_us[static_cast<size_t>(r)];
     time_us.push_back(sum / static_cast<double>(copiers.size()));
     gbps.push_back(static_cast<double>(bytes) / (time_us.back() * 1e3));
   }
-  for (const Copier& c : copiers) wrong += c.wrong;
   Summary per_copy = summarize(gbps), all = per_copy;
   for (double* v : {&all.median, &all.min, &all.max}) *v *= static_cast<double>(copiers.size());
   return {{"size", static_cast<int64_t>(bytes)}, {"copies", static_cast<int64_t>(copiers.size())},
@@ -198,8 +197,10 @@ std::string run(const MemcpyOptions& o, Report* report) {
     const int iters = iterations_for(o.sweep, bytes), warmup = warmup_for(o.sweep, bytes);
     if (!run_size(copiers, o.sweep.max_bytes, bytes, iters, warmup, o.sweep.reps))
       return "cannot start " + std::to_string(copiers.size()) + " copying threads";
-    for (const Copier& c : copiers) wrong += c.wrong;
-    Row row = size_row(copiers, bytes, iters, o.sweep.reps);
+    int64_t size_wrong = 0;
+    for (const Copier& c : copiers) size_wrong += c.wrong;
+    wrong += size_wrong;
+    Row row = size_row(copiers, bytes, iters, o.sweep.reps, size_wrong);
     if (first) report->print_header(stdout, row);
     first = false;
     report->print_row(stdout, row);
