@@ -318,6 +318,28 @@ TEST(CudaIpcCache, cudamalloc_AFreedAndReusedRangeOpensAgain) {
   run_connected_pair(reuse_rank, 60000);
 }
 
+// Messages one after another into one buffer: after the first, the sender creates no CUDA
+// event (each completed send's event goes back to its comm). The simulated runtime counts
+// event creations; a real one only gets the data checked.
+int steady_rank(Board* b, int rank, Mesh& m) {
+  FakeCounter created = fake_counter("fake_cuda_events_created");
+  DeviceBuffer dst(Alloc::kCudaMalloc, 0, rank == 1 ? kReuseBytes : 0);
+  long after_first = 0;
+  for (int k = 0; k < 8; ++k) {
+    if (!dst.ok() || one_message(b, rank, m, dst.data(), k)) return 1;
+    if (k == 0 && created != nullptr) after_first = created();
+  }
+  if (created != nullptr && created() != after_first)
+    return fail(b, rank, std::to_string(created() - after_first) + " events created after "
+                "the first message (want 0)");
+  return board_barrier(b, 2, 1) ? 0 : fail(b, rank, "barrier");
+}
+
+TEST(CudaIpcEvents, cudamalloc_MessagesAfterTheFirstCreateNoEvents) {
+  ZCX_REQUIRE_GPUS(1);
+  run_connected_pair(steady_rank, 60000);
+}
+
 // test() on req until it fails or completes, for at most 5 s: the last status.
 zcx_status_t test_until_over(void* req, int* done) {
   zcx_status_t st = ZCX_SUCCESS;

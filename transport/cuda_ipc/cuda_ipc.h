@@ -136,6 +136,7 @@ struct Comm {
   zcx_peer_info_t peer{};
   bool acked = false;           // sender: ACK received
   cudaStream_t stream = nullptr;  // copies out (sender) and of DATA in (receiver)
+  std::vector<cudaEvent_t> spare_events;  // of completed requests, for the next copies
   std::deque<Request*> queue;   // posting order
   std::deque<PostedBuffer> posts;  // sender: POSTs not yet matched
   uint64_t next_seq = 0;        // sends/receives posted

@@ -67,11 +67,18 @@ Status on_done(Comm* c, wire::Reader& r) {
   return Status::kSuccess;
 }
 
-// r's event after its copies on the comm's stream. The calling thread's device must be the
+// r's event after its copies on the comm's stream: one of the comm's spare events, else a
+// new one (freed requests give theirs back, so a steady stream of messages creates no
+// events, as UCX's and NCCL's pools keep theirs). The calling thread's device must be the
 // comm's.
 Status record_event(Comm* c, Request* r) {
   const CudaApi* api = c->ctx->api;
-  ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
+  if (!c->spare_events.empty()) {
+    r->event = c->spare_events.back();
+    c->spare_events.pop_back();
+  } else {
+    ZCX_CUDACHECK(api->event_create_with_flags(&r->event, cudaEventDisableTiming));
+  }
   ZCX_CUDACHECK(api->event_record(r->event, c->stream));
   return Status::kSuccess;
 }
@@ -267,8 +274,9 @@ Status progress(Comm* c) {
   return check_idle(c);
 }
 
+// r's event goes back to the comm's spares (at most kMaxRequests: one per request).
 void request_free(Comm* c, Request* r) {
-  if (r->event != nullptr) (void)c->ctx->api->event_destroy(r->event);
+  if (r->event != nullptr) c->spare_events.push_back(r->event);
   release_pieces(c, r);
   delete r;
 }
@@ -349,6 +357,7 @@ void comm_drop_requests(Comm* c) {
 
 Comm::~Comm() {
   comm_drop_requests(this);
+  for (cudaEvent_t e : spare_events) (void)ctx->api->event_destroy(e);
   if (stream != nullptr && ctx->api != nullptr) (void)ctx->api->stream_destroy(stream);
   if (is_send) cache_forget(peer.pid);
 }

@@ -4,6 +4,7 @@
 // before the mark with what a waiter does after (for ThreadSanitizer too).
 #include "fake_cuda.h"
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -15,9 +16,15 @@ struct Event {
   uint64_t recorded = 0, reached = 0;
 };
 
+std::atomic<long> g_events_created{0};
+
 }  // namespace
 
+// For tests: how many events were created in this process.
+FAKE_API long fake_cuda_events_created() { return g_events_created.load(); }
+
 FAKE_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  g_events_created++;
   *e = reinterpret_cast<cudaEvent_t>(new Event());
   return cudaSuccess;
 }
