@@ -187,40 +187,6 @@ std::string Comm::peer_name(int peer) const {
   return buf;
 }
 
-// Members on this host (same host name, as the hierarchical algorithms assume) are watched
-// through their pids from the bootstrap; members elsewhere are not (their links report it).
-// A member that finalized cleanly before it exited is not dead: it had finished its part,
-// and what it sent is still in the transport (base/departures.h).
-std::vector<int> Comm::dead_members() {
-  if (watches_.empty()) watches_.resize(world_.size());
-  std::vector<int> dead;
-  for (int r = 0; r < nranks(); ++r)
-    if (r != rank_ && host_of_[r] == host_of_[rank_] && member_exited(r) &&
-        !ctx_->left_cleanly(world_[r]))
-      dead.push_back(r);
-  return dead;
-}
-
-// Whether member r's process is known to have exited (its watch is opened on first use;
-// one that finds the process gone, then or later, stays gone).
-bool Comm::member_exited(int r) {
-  if (!watches_[r]) {
-    const int pid = ctx_->bootstrap().pid(world_[r]);
-    if (pid <= 0) return false;
-    watches_[r] = std::make_unique<ProcessWatch>();
-    (void)watches_[r]->open(pid);  // kRemote when it exited before we looked: reads gone
-  }
-  return !watches_[r]->alive();
-}
-
-std::string Comm::departed_note() {
-  std::string note;
-  for (int r = 0; r < nranks(); ++r)
-    if (r != rank_ && ctx_->left_cleanly(world_[r]))
-      note += "; " + peer_name(r) + " finalized and exited before this operation ended";
-  return note;
-}
-
 Status Comm::check_usable() {
   if (err_.has()) return err_.raise();
   return Status::kSuccess;
@@ -285,6 +251,7 @@ void Comm::fill_desc(const OpArgs& a, Algo algo, OpDesc* out) {
   d.nranks = static_cast<uint32_t>(a.nranks);
   d.comm_id = id_;
   d.seq = a.kind == CollKind::kSendRecv ? 0 : ++seq_;
+  if (d.seq != 0) ctx_->note_call(id_, d.seq);  // for a peer's stall_note
   // The V forms agree on the arrays, not on this rank's own count.
   bool v = a.kind == CollKind::kAllgatherv || a.kind == CollKind::kReducescatterv;
   d.count = v ? sum_counts(a.counts, a.nranks) : (a.kind == CollKind::kAlltoallv ? 0 : a.count);
@@ -404,6 +371,7 @@ Status Comm::progress() {
     if (st != Status::kSuccess) return fail_queue(st);
     if (!done) return Status::kSuccess;
     head.done = true;
+    if (head.desc.seq != 0) ctx_->note_done(head.desc.seq);
     stats_.finished(static_cast<CollKind>(head.desc.kind), static_cast<Algo>(head.desc.algo),
                     head.posted);
     queue_.pop_front();

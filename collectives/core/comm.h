@@ -164,6 +164,7 @@ class Comm final : public PeerLinks {
   std::vector<int> dead_members() override;
   bool member_exited(int r);
   std::string departed_note() override;
+  std::string stall_note(uint64_t seq, int64_t stalled_since_ns) override;
   Status data_endpoint(int peer, Endpoint** ep, bool* staged) override;
   const DeviceIo* device_io() override;
 

@@ -155,7 +155,10 @@ Status Comm::run_lane(const OpArgs& a, const SelectInput& si) {
       ctx_->mark_unclean();
       return st;
     }
-    if (done) break;
+    if (done) {
+      ctx_->note_done(lo.desc.seq);
+      break;
+    }
     if (lo.moves != moves) pacer.moved();
     pacer.pause([&lo] { return lo.last_moved_ns(); });
   }
@@ -216,6 +219,7 @@ Status Comm::lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs) {
 Status Comm::lane_stalled(LaneOp& lo, int peer) {
   if (++lo.idle % 64 != 0) return Status::kSuccess;
   const int64_t now = now_ns();
+  ctx_->note_poll(now);
   if (lo.moved_ns == 0) lo.moved_ns = now;
   OpDesc theirs;
   if (lane_->announced(peer, &theirs) && theirs.seq == lo.desc.seq)
@@ -225,14 +229,16 @@ Status Comm::lane_stalled(LaneOp& lo, int peer) {
     const std::vector<int> dead = dead_members();
     if (!dead.empty())
       return set_error(Status::kRemote, kLogColl, "%s: %s died (its process exited); waiting "
-                       "for %s in the shared lane", desc_describe(lo.desc).c_str(),
-                       peer_names(dead).c_str(), peer_name(peer).c_str());
+                       "for %s in the shared lane%s", desc_describe(lo.desc).c_str(),
+                       peer_names(dead).c_str(), peer_name(peer).c_str(),
+                       stall_note(lo.desc.seq, lo.moved_ns).c_str());
   }
   if (now - lo.moved_ns <= timeout_ms_ * 1'000'000) return Status::kSuccess;
   return set_error(Status::kTimeout, kLogColl, "%s: no contribution from %s in the shared lane "
                    "for %.1f s (ZCX_TIMEOUT) — has that rank reached this operation, and is it "
-                   "alive?%s", desc_describe(lo.desc).c_str(), peer_name(peer).c_str(),
-                   timeout_ms_ / 1000.0, departed_note().c_str());
+                   "alive?%s%s", desc_describe(lo.desc).c_str(), peer_name(peer).c_str(),
+                   timeout_ms_ / 1000.0, departed_note().c_str(),
+                   stall_note(lo.desc.seq, lo.moved_ns).c_str());
 }
 
 }  // namespace zcx::coll

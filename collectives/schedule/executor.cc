@@ -282,6 +282,7 @@ Status Executor::progress(bool* done) {
   // share of each operation, and the timeout is seconds long.
   if (*done || (++idle_calls_ & 31) != 0) return Status::kSuccess;
   const int64_t now = now_ns();
+  links_->context().note_poll(now);
   if (moved_since_clock_) last_progress_ns_ = now, moved_since_clock_ = false;
   if (now - last_progress_ns_ > timeout_ms_ * 1000000) return timeout_error();
   return check_members(now);
@@ -298,17 +299,20 @@ Status Executor::check_members(int64_t now) {
   next_member_check_ns_ = now + kRecheckNs;
   const std::vector<int> dead = links_->dead_members();
   if (dead.empty()) return Status::kSuccess;
-  return set_error(Status::kRemote, kLogColl, "%s: %s died (its process exited); %s",
-                   what().c_str(), links_->peer_names(dead).c_str(), waiting_for().c_str());
+  return set_error(Status::kRemote, kLogColl, "%s: %s died (its process exited); %s%s",
+                   what().c_str(), links_->peer_names(dead).c_str(), waiting_for().c_str(),
+                   links_->stall_note(desc_.seq, last_progress_ns_).c_str());
 }
 
 std::string Executor::what() const { return desc_describe(desc_); }
 
 Status Executor::fail(Status st, const Task& t, const char* action) {
   std::string cause = last_error();
-  return set_error(st, kLogColl, "%s: %s %s failed: %s%s", what().c_str(), action,
+  const bool aborted = st == Status::kAborted;
+  return set_error(st, kLogColl, "%s: %s %s failed: %s%s%s", what().c_str(), action,
                    links_->peer_name(t.peer).c_str(), cause.c_str(),
-                   st == Status::kAborted ? "" : exited_note(t.peer).c_str());
+                   aborted ? "" : exited_note(t.peer).c_str(),
+                   aborted ? "" : links_->stall_note(desc_.seq, last_progress_ns_).c_str());
 }
 
 // A link fails when its peer closed or died, and that peer may have closed because it failed
@@ -334,9 +338,10 @@ std::string Executor::waiting_for() const {
 Status Executor::timeout_error() const {
   return set_error(Status::kTimeout, kLogColl,
                    "%s: no progress for %.1f s (ZCX_TIMEOUT); %s — has that rank reached this "
-                   "operation, and is it alive?%s",
+                   "operation, and is it alive?%s%s",
                    what().c_str(), timeout_ms_ / 1000.0, waiting_for().c_str(),
-                   links_->departed_note().c_str());
+                   links_->departed_note().c_str(),
+                   links_->stall_note(desc_.seq, last_progress_ns_).c_str());
 }
 
 }  // namespace zcx::coll

@@ -47,6 +47,15 @@ class PeerLinks {
   // "; rank 2 of 'world' (...) finalized and exited before this operation ended" for each
   // member that left cleanly (not dead, but never coming back), else "": a timeout says it.
   virtual std::string departed_note() { return ""; }
+  // "; rank 2 of 'world' (...) has not called this operation (...)" for each live member of
+  // this host that looks silent in operation `seq` (never called it, or called it and
+  // stopped polling), once this rank has been stalled since `stalled_since_ns` for a second;
+  // else "". A stalled neighbour gives up at about the time we do: this names the cause.
+  virtual std::string stall_note(uint64_t seq, int64_t stalled_since_ns) {
+    (void)seq;
+    (void)stalled_since_ns;
+    return "";
+  }
   // Device memory: the endpoint that carries it to `peer`, either one that moves GPU memory
   // itself (cuda_ipc, or the host endpoint where its provider does GPUDirect RDMA; *staged =
   // false) or a host endpoint that the executor feeds through pinned bounce buffers (*staged

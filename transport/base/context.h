@@ -3,6 +3,7 @@
 // providers only through this interface.
 #pragma once
 
+#include "base/departures.h"
 #include "base/provider.h"
 #include "common/bootstrap/bootstrap.h"
 #include "common/status.h"
@@ -87,6 +88,21 @@ class Context {
   // is gone had ended its operations rather than died in one (base/departures.h).
   virtual bool left_cleanly(int peer) const {
     (void)peer;
+    return false;
+  }
+  // What the ranks of this host are doing (base/departures.h): this rank called collective
+  // `seq` of communicator `comm`, completed collective `seq`, or polls inside one now; what
+  // `peer` last published (false
+  // when unknown: another host, or its page could not be mapped).
+  virtual void note_call(uint64_t comm, uint64_t seq) {
+    (void)comm;
+    (void)seq;
+  }
+  virtual void note_done(uint64_t seq) { (void)seq; }
+  virtual void note_poll(int64_t now_ns) { (void)now_ns; }
+  virtual bool peer_activity(int peer, Departures::Activity* out) const {
+    (void)peer;
+    (void)out;
     return false;
   }
   // A failure above the transport (a communicator's error): when this context finalizes,

@@ -147,7 +147,16 @@ class ContextImpl final : public Context {
   std::recursive_mutex& mutex() { return mu_; }
   void abort() override;
   bool left_cleanly(int peer) const override;
-  void mark_unclean() override { unclean_.store(true, std::memory_order_relaxed); }
+  void note_call(uint64_t comm, uint64_t seq) override { departures_.note_call(comm, seq); }
+  void note_done(uint64_t seq) override { departures_.note_done(seq); }
+  void note_poll(int64_t now_ns) override { departures_.note_poll(now_ns); }
+  bool peer_activity(int peer, Departures::Activity* out) const override {
+    return departures_.activity(peer, out);
+  }
+  void mark_unclean() override {
+    unclean_.store(true, std::memory_order_relaxed);
+    departures_.note_failed();
+  }
   Status mem_register(void* buf, size_t size) override;
   Status mem_deregister(void* buf, size_t size) override;
   void hold_range(const void* buf, size_t size) override;

@@ -20,13 +20,20 @@ constexpr size_t kPageBytes = 4096;
 constexpr uint32_t kLeft = 1;
 
 // The page: written by its owner only; `state` is stored last (release) and read (acquire)
-// by peers after they saw the owner's process gone.
+// by peers after they saw the owner's process gone. The activity fields are hints read long
+// after they were written (a stall of a second or more): relaxed.
 struct Page {
   uint64_t magic;
   uint64_t token;
   std::atomic<uint32_t> state;
+  std::atomic<uint64_t> comm;
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> done;
+  std::atomic<int64_t> polled_ns;
+  std::atomic<uint32_t> failed;
 };
-static_assert(sizeof(Page) <= kPageBytes && std::atomic<uint32_t>::is_always_lock_free);
+static_assert(sizeof(Page) <= kPageBytes && std::atomic<uint32_t>::is_always_lock_free &&
+              std::atomic<uint64_t>::is_always_lock_free);
 
 Page* page_of(const Mapping& m) { return reinterpret_cast<Page*>(m.data()); }
 
@@ -76,6 +83,37 @@ void Departures::watch(int rank, int pid, int fd, uint64_t token) {
 
 void Departures::mark_left() {
   if (own_.data() != nullptr) page_of(own_)->state.store(kLeft, std::memory_order_release);
+}
+
+void Departures::note_call(uint64_t comm, uint64_t seq) {
+  if (own_.data() == nullptr) return;
+  Page* p = page_of(own_);
+  p->comm.store(comm, std::memory_order_relaxed);
+  p->seq.store(seq, std::memory_order_relaxed);
+}
+
+void Departures::note_done(uint64_t seq) {
+  if (own_.data() != nullptr) page_of(own_)->done.store(seq, std::memory_order_relaxed);
+}
+
+void Departures::note_poll(int64_t now_ns) {
+  if (own_.data() != nullptr) page_of(own_)->polled_ns.store(now_ns, std::memory_order_relaxed);
+}
+
+void Departures::note_failed() {
+  if (own_.data() != nullptr) page_of(own_)->failed.store(1, std::memory_order_relaxed);
+}
+
+bool Departures::activity(int rank, Activity* out) const {
+  auto it = peers_.find(rank);
+  if (it == peers_.end()) return false;
+  const Page* p = page_of(it->second);
+  out->comm = p->comm.load(std::memory_order_relaxed);
+  out->seq = p->seq.load(std::memory_order_relaxed);
+  out->done = p->done.load(std::memory_order_relaxed);
+  out->polled_ns = p->polled_ns.load(std::memory_order_relaxed);
+  out->failed = p->failed.load(std::memory_order_relaxed) != 0;
+  return true;
 }
 
 bool Departures::left(int rank) const {

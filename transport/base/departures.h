@@ -10,6 +10,14 @@
 // failure. The page outlives its owner for as long as a peer maps it; a peer that could not
 // map it (exited already, another pid namespace) treats that rank's exit as a death, as
 // before.
+//
+// The page also says what its rank is doing, so that a stalled operation can name a member
+// of its host that is silent rather than dead: the communicator and number of the last
+// collective it called, and when it last polled inside one (CLOCK_MONOTONIC, which every
+// process of the host shares). A member that never called the operation, or called it and
+// stopped polling (a stopped process, a thread busy outside zcx) before completing it, is then
+// named by every
+// survivor, not only by its neighbours (collectives/core/comm.cc, stall_note).
 #pragma once
 
 #include "common/fd.h"
@@ -34,6 +42,23 @@ class Departures {
   void mark_left();
   // Whether `rank` has marked itself as leaving cleanly (false when unwatched).
   bool left(int rank) const;
+
+  // What a rank is doing. comm 0: it has called no collective yet.
+  struct Activity {
+    uint64_t comm = 0;     // id of the communicator of its last collective call
+    uint64_t seq = 0;      // that call's operation number
+    uint64_t done = 0;     // the number of the last operation it completed
+    int64_t polled_ns = 0;  // when it last polled inside an operation (0: never)
+    bool failed = false;    // an operation of it failed: it is no longer waiting
+  };
+  // This rank called operation `seq` of communicator `comm` / polls inside one now (relaxed
+  // stores into its own page; cheap enough for every call and every idle clock read).
+  void note_call(uint64_t comm, uint64_t seq);
+  void note_done(uint64_t seq);
+  void note_poll(int64_t now_ns);
+  void note_failed();
+  // What `rank` last published (false when unwatched).
+  bool activity(int rank, Activity* out) const;
 
  private:
   UniqueFd own_fd_;

@@ -1,0 +1,116 @@
+// A silent member is named by every survivor, not only by its neighbours (4 processes, over
+// shm through the shared lane, and over tcp without it). Rank 2 is alive but does not take part:
+//   - absent: it is busy outside zcx and never calls the allreduce the others call;
+//   - stalled: it posts the allreduce, drives it briefly, then stops polling (as a stopped
+//     process, or a thread busy elsewhere, would).
+// The others wait until ZCX_TIMEOUT. The ranks linked to rank 2 time out naming it; the rest
+// wait behind them and fail when those give up, which used to name only the neighbour that
+// gave up. Each member of a host publishes the collective it last called and when it last
+// polled (base/departures.h), so every survivor's error must name rank 2 and say which of the
+// two it is.
+#include "process_ranks.h"
+
+#include "common/config.h"
+
+#include <zcx/coll.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace zcx {
+namespace {
+
+enum class Silence { kAbsent, kStalled };
+
+constexpr int kRanks = 4;
+constexpr int kSilent = 2;
+constexpr double kTimeoutS = 4.0;
+constexpr double kSilentS = kTimeoutS + 4.0;  // longer than any survivor waits
+constexpr size_t kCount = size_t{8} << 20;   // float32 elements: 32 MiB, never done alone
+
+// Rank 2: away for kSilentS, either before the call or inside it, then leaves.
+int silent_rank(zcx_comm_t comm, Silence how, std::vector<float>& buf, int fd) {
+  zcx_coll_request_t req = nullptr;
+  if (how == Silence::kStalled) {
+    if (zcx_iallreduce(buf.data(), buf.data(), kCount, ZCX_FLOAT32, ZCX_SUM, comm, nullptr,
+                       &req) != ZCX_SUCCESS)
+      return dprintf(fd, "POST failed: %s\n", zcx_get_last_error()), 3;
+    int done = 0;  // before the others call: nothing to move yet (later polls could finish)
+    (void)zcx_coll_test(req, &done);
+  }
+  usleep(static_cast<useconds_t>(kSilentS * 1e6));
+  dprintf(fd, "AWAY\n");
+  (void)zcx_comm_abort(comm);  // its operation can no longer complete
+  return 0;
+}
+
+// "RESULT <status> wrong <elements>" then the message. It calls after rank 2 polled its
+// once, so that poll cannot have moved anything.
+int waiting_rank(zcx_comm_t comm, std::vector<float>& buf, int fd) {
+  usleep(500 * 1000);
+  const zcx_status_t st =
+      zcx_allreduce(buf.data(), buf.data(), kCount, ZCX_FLOAT32, ZCX_SUM, comm, nullptr);
+  size_t wrong = 0;
+  for (float x : buf) wrong += x != 16.0f;  // 1 on every rank, then summed twice over 4
+  dprintf(fd, "RESULT %d wrong %zu\n%s\n", static_cast<int>(st), wrong,
+          st == ZCX_SUCCESS ? "" : zcx_get_last_error());
+  (void)zcx_comm_destroy(comm);
+  return 0;
+}
+
+int silent_test_rank(const char* provider, Silence how, int rank, int fd) {
+  setenv("ZCX_PROVIDERS", provider, 1);
+  setenv("ZCX_SOCKET_IFNAME", "lo", 1);
+  // Over tcp without the shared lane the allreduce is a ring: only rank 2's neighbours wait
+  // on it, the others on them (over shm, every member waits on rank 2's lane slot).
+  if (std::string(provider) == "tcp") setenv("ZCX_COLL_SHARED_LANE", "0", 1);
+  zcx_comm_t comm = nullptr;
+  if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
+    return dprintf(fd, "INIT failed: %s\n", zcx_get_last_error()), 2;
+  std::vector<float> buf(kCount, 1.0f);  // the warm-up connects every link the allreduce uses
+  if (zcx_allreduce(buf.data(), buf.data(), kCount, ZCX_FLOAT32, ZCX_SUM, comm, nullptr))
+    return dprintf(fd, "WARMUP failed: %s\n", zcx_get_last_error()), 2;
+  if (rank == kSilent) return silent_rank(comm, how, buf, fd);
+  return waiting_rank(comm, buf, fd);
+}
+
+void expect_every_survivor_names_rank_2(const char* provider, Silence how, const char* why) {
+  test::CleanLaunchEnv clean;
+  config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
+  std::vector<test::RankResult> res = test::run_rank_processes(
+      kRanks, 60 * 1000, [&](int rank, int fd) { return silent_test_rank(provider, how, rank, fd); });
+  EXPECT_NE(res[kSilent].report.find("AWAY"), std::string::npos) << res[kSilent].report;
+  const std::string named = "rank 2 of 'world' (context rank 2, host ";
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << "rank " << r << ": " << res[r].report;
+    if (r == kSilent) continue;
+    int status = -1;
+    EXPECT_EQ(sscanf(res[r].report.c_str(), "RESULT %d", &status), 1) << res[r].report;
+    EXPECT_NE(status, ZCX_SUCCESS) << "rank " << r;
+    const size_t at = res[r].report.find(named);
+    EXPECT_TRUE(at != std::string::npos && res[r].report.find(why, at) != std::string::npos)
+        << "rank " << r << " does not say that rank 2 " << why << ": " << res[r].report;
+    printf("[silent] %s rank %d: %s", provider, r, res[r].report.c_str());  // the message
+  }
+}
+
+class CollSilent : public test::ProviderParamTest {};
+
+TEST_P(CollSilent, EverySurvivorNamesTheMemberThatNeverCalled) {
+  expect_every_survivor_names_rank_2(GetParam(), Silence::kAbsent,
+                                     "has not called this operation");
+}
+
+TEST_P(CollSilent, EverySurvivorNamesTheMemberThatStoppedPolling) {
+  expect_every_survivor_names_rank_2(GetParam(), Silence::kStalled,
+                                     "called this operation but is not polling it");
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, CollSilent, ::testing::Values("shm", "tcp"),
+                         test::provider_param_name);
+
+}  // namespace
+}  // namespace zcx
