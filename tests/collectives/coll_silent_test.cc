@@ -1,8 +1,8 @@
 // A silent member is named by every survivor, not only by its neighbours (4 processes, over
 // shm through the shared lane, and over tcp without it). Rank 2 is alive but does not take part:
 //   - absent: it is busy outside zcx and never calls the allreduce the others call;
-//   - stalled: it posts the allreduce, drives it briefly, then stops polling (as a stopped
-//     process, or a thread busy elsewhere, would).
+//   - stalled: it posts the allreduce, polls it once before the others call, then stops (as
+//     a stopped process, or a thread busy elsewhere, would).
 // The others wait until ZCX_TIMEOUT. The ranks linked to rank 2 time out naming it; the rest
 // wait behind them and fail when those give up, which used to name only the neighbour that
 // gave up. Each member of a host publishes the collective it last called and when it last
@@ -48,7 +48,7 @@ int silent_rank(zcx_comm_t comm, Silence how, std::vector<float>& buf, int fd) {
 }
 
 // "RESULT <status> wrong <elements>" then the message. It calls after rank 2 polled its
-// once, so that poll cannot have moved anything.
+// allreduce once, so that poll cannot have moved anything.
 int waiting_rank(zcx_comm_t comm, std::vector<float>& buf, int fd) {
   usleep(500 * 1000);
   const zcx_status_t st =
@@ -80,8 +80,8 @@ int silent_test_rank(const char* provider, Silence how, int rank, int fd) {
 void expect_every_survivor_names_rank_2(const char* provider, Silence how, const char* why) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
-  std::vector<test::RankResult> res = test::run_rank_processes(
-      kRanks, 60 * 1000, [&](int rank, int fd) { return silent_test_rank(provider, how, rank, fd); });
+  auto rank_main = [&](int rank, int fd) { return silent_test_rank(provider, how, rank, fd); };
+  std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, rank_main);
   EXPECT_NE(res[kSilent].report.find("AWAY"), std::string::npos) << res[kSilent].report;
   const std::string named = "rank 2 of 'world' (context rank 2, host ";
   for (int r = 0; r < kRanks; ++r) {

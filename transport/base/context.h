@@ -92,8 +92,7 @@ class Context {
   }
   // What the ranks of this host are doing (base/departures.h): this rank called collective
   // `seq` of communicator `comm`, completed collective `seq`, or polls inside one now; what
-  // `peer` last published (false
-  // when unknown: another host, or its page could not be mapped).
+  // `peer` last published (false when unknown: another host, or its page is not mapped).
   virtual void note_call(uint64_t comm, uint64_t seq) {
     (void)comm;
     (void)seq;
