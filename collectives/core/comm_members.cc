@@ -16,7 +16,6 @@ namespace zcx::coll {
 // A member that finalized cleanly before it exited is not dead: it had finished its part,
 // and what it sent is still in the transport (base/departures.h).
 std::vector<int> Comm::dead_members() {
-  if (watches_.empty()) watches_.resize(world_.size());
   std::vector<int> dead;
   for (int r = 0; r < nranks(); ++r)
     if (r != rank_ && host_of_[r] == host_of_[rank_] && member_exited(r) &&
@@ -28,6 +27,7 @@ std::vector<int> Comm::dead_members() {
 // Whether member r's process is known to have exited (its watch is opened on first use;
 // one that finds the process gone, then or later, stays gone).
 bool Comm::member_exited(int r) {
+  if (watches_.empty()) watches_.resize(world_.size());
   if (!watches_[r]) {
     const int pid = ctx_->bootstrap().pid(world_[r]);
     if (pid <= 0) return false;
@@ -81,7 +81,6 @@ std::string silence(const Departures::Activity& a, uint64_t comm, uint64_t seq, 
 std::string Comm::stall_note(uint64_t seq, int64_t stalled_since_ns) {
   const int64_t now = now_ns();
   if (seq == 0 || now - stalled_since_ns < 1'000'000'000) return "";
-  if (watches_.empty()) watches_.resize(world_.size());
   std::string note;
   for (int r = 0; r < nranks(); ++r) {
     Departures::Activity a;
