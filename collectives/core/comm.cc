@@ -51,6 +51,7 @@ Status Comm::create(Context* ctx, std::unique_ptr<Context> owned, std::vector<in
                 "Comm::create: rank %d outside a communicator of %zu ranks", rank, world.size());
   std::unique_ptr<Comm> c(new Comm());
   c->ctx_ = ctx;
+  c->page_ = ctx->departures();
   c->owned_ctx_ = std::move(owned);
   c->world_ = std::move(world);
   c->rank_ = rank;
@@ -251,7 +252,7 @@ void Comm::fill_desc(const OpArgs& a, Algo algo, OpDesc* out) {
   d.nranks = static_cast<uint32_t>(a.nranks);
   d.comm_id = id_;
   d.seq = a.kind == CollKind::kSendRecv ? 0 : ++seq_;
-  if (d.seq != 0) ctx_->note_call(id_, d.seq);  // for a peer's stall_note
+  if (d.seq != 0 && page_) page_->note_call(id_, d.seq);  // for a peer's stall_note
   // The V forms agree on the arrays, not on this rank's own count.
   bool v = a.kind == CollKind::kAllgatherv || a.kind == CollKind::kReducescatterv;
   d.count = v ? sum_counts(a.counts, a.nranks) : (a.kind == CollKind::kAlltoallv ? 0 : a.count);
@@ -371,7 +372,7 @@ Status Comm::progress() {
     if (st != Status::kSuccess) return fail_queue(st);
     if (!done) return Status::kSuccess;
     head.done = true;
-    if (head.desc.seq != 0) ctx_->note_done(head.desc.seq);
+    if (head.desc.seq != 0 && page_) page_->note_done(head.desc.seq);
     stats_.finished(static_cast<CollKind>(head.desc.kind), static_cast<Algo>(head.desc.algo),
                     head.posted);
     queue_.pop_front();

@@ -212,9 +212,11 @@ class Comm final : public PeerLinks {
   bool lane_context_turn();
   Status lane_stalled(LaneOp& lo, int peer);
   Status lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs);
+  std::string remote_stall_note(const std::vector<int>& members, uint64_t seq);
 
   Context* ctx_ = nullptr;
   std::unique_ptr<Context> owned_ctx_;
+  Departures* page_ = nullptr;  // ctx_->departures(), kept: noted on every call (may be null)
   std::vector<int> world_;
   std::vector<int> host_of_;  // host index of every communicator rank
   int nnodes_ = 1, ppn_ = 1;

@@ -156,7 +156,7 @@ Status Comm::run_lane(const OpArgs& a, const SelectInput& si) {
       return st;
     }
     if (done) {
-      ctx_->note_done(lo.desc.seq);
+      if (page_) page_->note_done(lo.desc.seq);
       break;
     }
     if (lo.moves != moves) pacer.moved();
@@ -219,7 +219,7 @@ Status Comm::lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs) {
 Status Comm::lane_stalled(LaneOp& lo, int peer) {
   if (++lo.idle % 64 != 0) return Status::kSuccess;
   const int64_t now = now_ns();
-  ctx_->note_poll(now);
+  if (page_) page_->note_poll(now);
   if (lo.moved_ns == 0) lo.moved_ns = now;
   OpDesc theirs;
   if (lane_->announced(peer, &theirs) && theirs.seq == lo.desc.seq)

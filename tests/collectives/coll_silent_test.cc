@@ -8,6 +8,10 @@
 // gave up. Each member of a host publishes the collective it last called and when it last
 // polled (base/departures.h), so every survivor's error must name rank 2 and say which of the
 // two it is.
+// Two hosts: ranks 2 and 3 run under another host name (a UTS namespace; they still share
+// this machine's network), so ranks 0 and 1 have no page of rank 2 and ask it over TCP
+// (base/activity_server.h). There rank 2 also stops itself (SIGSTOP): its answering thread
+// stops with it, and the ranks of the other host name it as not answering.
 #include "process_ranks.h"
 
 #include "common/config.h"
@@ -16,32 +20,56 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace zcx {
 namespace {
 
-enum class Silence { kAbsent, kStalled };
+enum class Silence { kAbsent, kStalled, kStopped };
 
 constexpr int kRanks = 4;
 constexpr int kSilent = 2;
 constexpr double kTimeoutS = 4.0;
 constexpr double kSilentS = kTimeoutS + 4.0;  // longer than any survivor waits
 constexpr size_t kCount = size_t{8} << 20;   // float32 elements: 32 MiB, never done alone
+constexpr const char* kHostB = "zcx-silent-host-b";  // ranks 2 and 3 with two hosts
+
+// Stops this process for kSilentS: a child of it sends SIGCONT then (a stopped process
+// cannot wake itself).
+void stop_for_a_while(int fd) {
+  const pid_t self = getpid();
+  const pid_t waker = fork();
+  if (waker == 0) {
+    close(fd);
+    usleep(static_cast<useconds_t>(kSilentS * 1e6));
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  if (waker > 0) raise(SIGSTOP), waitpid(waker, nullptr, 0);
+}
 
 // Rank 2: away for kSilentS, either before the call or inside it, then leaves.
 int silent_rank(zcx_comm_t comm, Silence how, std::vector<float>& buf, int fd) {
   zcx_coll_request_t req = nullptr;
-  if (how == Silence::kStalled) {
+  if (how != Silence::kAbsent) {
     if (zcx_iallreduce(buf.data(), buf.data(), kCount, ZCX_FLOAT32, ZCX_SUM, comm, nullptr,
                        &req) != ZCX_SUCCESS)
       return dprintf(fd, "POST failed: %s\n", zcx_get_last_error()), 3;
     int done = 0;  // before the others call: nothing to move yet (later polls could finish)
     (void)zcx_coll_test(req, &done);
   }
-  usleep(static_cast<useconds_t>(kSilentS * 1e6));
+  if (how == Silence::kStopped) stop_for_a_while(fd);
+  else usleep(static_cast<useconds_t>(kSilentS * 1e6));
   dprintf(fd, "AWAY\n");
   (void)zcx_comm_abort(comm);  // its operation can no longer complete
   return 0;
@@ -61,12 +89,16 @@ int waiting_rank(zcx_comm_t comm, std::vector<float>& buf, int fd) {
   return 0;
 }
 
-int silent_test_rank(const char* provider, Silence how, int rank, int fd) {
+int silent_test_rank(const char* provider, Silence how, bool two_hosts, int rank, int fd) {
   setenv("ZCX_PROVIDERS", provider, 1);
   setenv("ZCX_SOCKET_IFNAME", "lo", 1);
   // Over tcp without the shared lane the allreduce is a ring: only rank 2's neighbours wait
   // on it, the others on them (over shm, every member waits on rank 2's lane slot).
   if (std::string(provider) == "tcp") setenv("ZCX_COLL_SHARED_LANE", "0", 1);
+  if (two_hosts) setenv("ZCX_ALGO", "allreduce:ring", 1);  // not the hierarchical one
+  if (two_hosts && rank >= 2 &&
+      (unshare(CLONE_NEWUTS) != 0 || sethostname(kHostB, strlen(kHostB)) != 0))
+    return dprintf(fd, "HOST failed: %s\n", strerror(errno)), 2;
   zcx_comm_t comm = nullptr;
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
     return dprintf(fd, "INIT failed: %s\n", zcx_get_last_error()), 2;
@@ -77,13 +109,20 @@ int silent_test_rank(const char* provider, Silence how, int rank, int fd) {
   return waiting_rank(comm, buf, fd);
 }
 
-void expect_every_survivor_names_rank_2(const char* provider, Silence how, const char* why) {
+// What rank r's error must say of rank 2.
+using Expected = std::function<const char*(int r)>;
+
+void expect_every_survivor_names_rank_2(const char* provider, Silence how, const Expected& why,
+                                        bool two_hosts = false) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
-  auto rank_main = [&](int rank, int fd) { return silent_test_rank(provider, how, rank, fd); };
+  auto rank_main = [&](int rank, int fd) {
+    return silent_test_rank(provider, how, two_hosts, rank, fd);
+  };
   std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, rank_main);
   EXPECT_NE(res[kSilent].report.find("AWAY"), std::string::npos) << res[kSilent].report;
-  const std::string named = "rank 2 of 'world' (context rank 2, host ";
+  const std::string named = std::string("rank 2 of 'world' (context rank 2, host ") +
+                            (two_hosts ? kHostB : "");
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(res[r].exit_code, 0) << "rank " << r << ": " << res[r].report;
     if (r == kSilent) continue;
@@ -91,8 +130,8 @@ void expect_every_survivor_names_rank_2(const char* provider, Silence how, const
     EXPECT_EQ(sscanf(res[r].report.c_str(), "RESULT %d", &status), 1) << res[r].report;
     EXPECT_NE(status, ZCX_SUCCESS) << "rank " << r;
     const size_t at = res[r].report.find(named);
-    EXPECT_TRUE(at != std::string::npos && res[r].report.find(why, at) != std::string::npos)
-        << "rank " << r << " does not say that rank 2 " << why << ": " << res[r].report;
+    EXPECT_TRUE(at != std::string::npos && res[r].report.find(why(r), at) != std::string::npos)
+        << "rank " << r << " does not say that rank 2 " << why(r) << ": " << res[r].report;
     printf("[silent] %s rank %d: %s", provider, r, res[r].report.c_str());  // the message
   }
 }
@@ -101,12 +140,37 @@ class CollSilent : public test::ProviderParamTest {};
 
 TEST_P(CollSilent, EverySurvivorNamesTheMemberThatNeverCalled) {
   expect_every_survivor_names_rank_2(GetParam(), Silence::kAbsent,
-                                     "has not called this operation");
+                                     [](int) { return "has not called this operation"; });
 }
 
 TEST_P(CollSilent, EverySurvivorNamesTheMemberThatStoppedPolling) {
-  expect_every_survivor_names_rank_2(GetParam(), Silence::kStalled,
-                                     "called this operation but is not polling it");
+  expect_every_survivor_names_rank_2(GetParam(), Silence::kStalled, [](int) {
+    return "called this operation but is not polling it";
+  });
+}
+
+// Whether this machine lets a process take a host name of its own (root, or a user namespace).
+bool can_rename_host() {
+  const pid_t child = fork();
+  if (child == 0)
+    _exit(unshare(CLONE_NEWUTS) == 0 && sethostname(kHostB, strlen(kHostB)) == 0 ? 0 : 1);
+  int st = 0;
+  return child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+// Only tcp reaches another host here (shm is for one host; ib and ucx need their devices).
+TEST(CollSilentTwoHosts, EverySurvivorNamesTheMemberThatNeverCalled) {
+  if (!can_rename_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
+  expect_every_survivor_names_rank_2("tcp", Silence::kAbsent,
+                                     [](int) { return "has not called this operation"; }, true);
+}
+
+TEST(CollSilentTwoHosts, EverySurvivorNamesTheStoppedMember) {
+  if (!can_rename_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
+  expect_every_survivor_names_rank_2("tcp", Silence::kStopped, [](int r) {
+    return r == 3 ? "called this operation but is not polling it"  // its page, on host b
+                  : "did not answer an activity query within 1 s";
+  }, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, CollSilent, ::testing::Values("shm", "tcp"),

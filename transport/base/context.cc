@@ -3,6 +3,7 @@
 #include "base/context_impl.h"
 
 #include "base/registry.h"
+#include "common/bootstrap/bootstrap_wire.h"
 #include "common/check.h"
 #include "common/config_vars.h"
 #include "common/wire.h"
@@ -16,9 +17,10 @@
 namespace zcx {
 namespace {
 
-// Allgathered per rank: host id u64, departure page fd i32 and token u64, count u32, then
-// kMaxContextProviders x (id u8, handle).
-constexpr size_t kRecordBytes = 8 + 4 + 8 + 4 + kMaxContextProviders * (1 + ZCX_HANDLE_BYTES);
+// Allgathered per rank: host id u64, departure page fd i32 and token u64, activity address
+// (bootwire::kAddrBytes), count u32, then kMaxContextProviders x (id u8, handle).
+constexpr size_t kRecordBytes = 8 + 4 + 8 + bootwire::kAddrBytes + 4 +
+                                kMaxContextProviders * (1 + ZCX_HANDLE_BYTES);
 
 uint64_t hash64(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -60,9 +62,37 @@ Status ContextImpl::setup(const ContextOptions& options) {
   std::string identity = options.host_identity.empty() ? local_host_identity()
                                                        : options.host_identity;
   departures_.open_own();
-  ZCX_TRY(exchange_records(identity));
+  SockAddr activity;  // len 0: this rank answers no activity queries
+  if (!ok(activity_server_.listen(&activity))) {
+    ZCX_INFO(kLogInit, "rank %d: answers no activity queries: %s", rank(), last_error());
+    activity = SockAddr{};
+  }
+  ZCX_TRY(exchange_records(identity, activity));
   watch_host_peers();
+  start_activity_server();
   return Status::kSuccess;
+}
+
+// Only a job that spans hosts answers activity queries (a thread); elsewhere the pages
+// say it all. Without the thread the listener is closed, so that askers see a refusal
+// rather than silence.
+void ContextImpl::start_activity_server() {
+  const uint64_t my_host = ranks_[static_cast<size_t>(rank())].host_id;
+  for (const RemoteRank& them : ranks_)
+    if (them.host_id != my_host) {
+      if (ok(activity_server_.start(&departures_, bs_->secret(), rank()))) return;
+      ZCX_WARN(kLogInit, "rank %d: answers no activity queries: %s", rank(), last_error());
+      break;
+    }
+  activity_server_.stop();
+}
+
+std::vector<PeerActivity> ContextImpl::ask_activity(const std::vector<int>& peers,
+                                                    int timeout_ms) {
+  std::vector<SockAddr> addrs;
+  for (int p : peers)
+    addrs.push_back(p >= 0 && p < nranks() ? ranks_[static_cast<size_t>(p)].activity : SockAddr{});
+  return zcx::ask_activity(peers, addrs, bs_->secret(), rank(), timeout_ms);
 }
 
 // Maps the departure page of every other rank with our host identity (base/departures.h).
@@ -117,12 +147,16 @@ Status ContextImpl::open_providers(const ContextOptions& options) {
   return Status::kSuccess;
 }
 
-Status ContextImpl::exchange_records(const std::string& host_identity) {
+Status ContextImpl::exchange_records(const std::string& host_identity,
+                                     const SockAddr& activity) {
   std::vector<uint8_t> all(kRecordBytes * static_cast<size_t>(nranks()));
   wire::Writer w(all.data() + kRecordBytes * static_cast<size_t>(rank()), kRecordBytes);
   w.u64(hash64(host_identity));
   w.u32(static_cast<uint32_t>(departures_.own_fd()));
   w.u64(departures_.own_token());
+  uint8_t addr[bootwire::kAddrBytes] = {};
+  if (activity.len != 0) bootwire::encode_addr(activity, addr);
+  w.bytes(addr, sizeof addr);
   w.u32(static_cast<uint32_t>(providers_.size()));
   for (const ProviderSlot& p : providers_) {
     w.u8(p.ops->id);
@@ -139,6 +173,9 @@ Status ContextImpl::exchange_records(const std::string& host_identity) {
     rr.host_id = rd.u64();
     rr.departure_fd = static_cast<int32_t>(rd.u32());
     rr.departure_token = rd.u64();
+    uint8_t addr[bootwire::kAddrBytes];
+    rd.bytes(addr, sizeof addr);
+    if (!bootwire::decode_addr(addr, &rr.activity)) rr.activity = SockAddr{};  // none
     uint32_t count = rd.u32();
     if (count > kMaxContextProviders)
       return set_error(Status::kProtocol, kLogInit, "%s sent %u providers (max %zu)",

@@ -3,6 +3,7 @@
 // providers only through this interface.
 #pragma once
 
+#include "base/activity_server.h"
 #include "base/departures.h"
 #include "base/provider.h"
 #include "common/bootstrap/bootstrap.h"
@@ -90,19 +91,16 @@ class Context {
     (void)peer;
     return false;
   }
-  // What the ranks of this host are doing (base/departures.h): this rank called collective
-  // `seq` of communicator `comm`, completed collective `seq`, or polls inside one now; what
-  // `peer` last published (false when unknown: another host, or its page is not mapped).
-  virtual void note_call(uint64_t comm, uint64_t seq) {
-    (void)comm;
-    (void)seq;
-  }
-  virtual void note_done(uint64_t seq) { (void)seq; }
-  virtual void note_poll(int64_t now_ns) { (void)now_ns; }
-  virtual bool peer_activity(int peer, Departures::Activity* out) const {
-    (void)peer;
-    (void)out;
-    return false;
+  // What this rank is doing, and what the ranks of its host are (base/departures.h): the
+  // collectives note their calls, completions and polls there. Null where the context
+  // keeps no page (the tests' fakes).
+  virtual Departures* departures() { return nullptr; }
+  // What `peers` (ranks of other hosts) are doing, asked at once and answered within
+  // timeout_ms in all (base/activity_server.h); one answer per peer (refused where the job
+  // has one host: nobody answers). Empty where the context cannot ask (the tests' fakes).
+  virtual std::vector<PeerActivity> ask_activity(const std::vector<int>& peers, int timeout_ms) {
+    (void)peers, (void)timeout_ms;
+    return {};
   }
   // A failure above the transport (a communicator's error): when this context finalizes,
   // its rank does not count as leaving cleanly, so peers stalled behind it name it at once.

@@ -55,6 +55,7 @@ struct RemoteRank {
   uint64_t host_id = 0;
   int32_t departure_fd = -1;  // its departure page (base/departures.h), -1: none; both
   uint64_t departure_token = 0;  // cleared once the page is mapped (watch_host_peers)
+  SockAddr activity;  // where it answers activity queries (base/activity_server.h); len 0: none
   std::vector<std::pair<uint8_t, std::vector<uint8_t>>> providers;  // (id, handle) in its order
 };
 
@@ -147,12 +148,8 @@ class ContextImpl final : public Context {
   std::recursive_mutex& mutex() { return mu_; }
   void abort() override;
   bool left_cleanly(int peer) const override;
-  void note_call(uint64_t comm, uint64_t seq) override { departures_.note_call(comm, seq); }
-  void note_done(uint64_t seq) override { departures_.note_done(seq); }
-  void note_poll(int64_t now_ns) override { departures_.note_poll(now_ns); }
-  bool peer_activity(int peer, Departures::Activity* out) const override {
-    return departures_.activity(peer, out);
-  }
+  Departures* departures() override { return &departures_; }
+  std::vector<PeerActivity> ask_activity(const std::vector<int>& peers, int timeout_ms) override;
   void mark_unclean() override {
     unclean_.store(true, std::memory_order_relaxed);
     departures_.note_failed();
@@ -189,7 +186,7 @@ class ContextImpl final : public Context {
 
  private:
   Status open_providers(const ContextOptions& options);
-  Status exchange_records(const std::string& host_identity);
+  Status exchange_records(const std::string& host_identity, const SockAddr& activity);
   Status choose_provider(int peer, const std::string& name, size_t* slot) const;
   bool covering_range(const void* buf, size_t size, RangeCounts::Range* range) const;
   // Counts one use of the range off; the last one drops its cached registrations. False when
@@ -206,6 +203,7 @@ class ContextImpl final : public Context {
   Status accept_pending(ProviderSlot& p);
   void accept_reverses(size_t slot);
   void watch_host_peers();
+  void start_activity_server();
   std::string provider_list(int rank) const;
 
   std::unique_ptr<Bootstrap> bs_;
@@ -227,6 +225,7 @@ class ContextImpl final : public Context {
   std::atomic<bool> aborted_{false};
   std::atomic<bool> unclean_{false};  // mark_unclean: this rank's exit is not a clean one
   Departures departures_;
+  ActivityServer activity_server_;  // after departures_: stops before the page goes
   int64_t last_accept_poll_ns_ = 0;  // see progress()
   uint32_t progress_calls_ = 0;
   // Serialises calls from several threads. Recursive because endpoint() and wait() drive

@@ -104,15 +104,28 @@ void Departures::note_failed() {
   if (own_.data() != nullptr) page_of(own_)->failed.store(1, std::memory_order_relaxed);
 }
 
-bool Departures::activity(int rank, Activity* out) const {
-  auto it = peers_.find(rank);
-  if (it == peers_.end()) return false;
-  const Page* p = page_of(it->second);
+namespace {
+
+void read_activity(const Page* p, Departures::Activity* out) {
   out->comm = p->comm.load(std::memory_order_relaxed);
   out->seq = p->seq.load(std::memory_order_relaxed);
   out->done = p->done.load(std::memory_order_relaxed);
   out->polled_ns = p->polled_ns.load(std::memory_order_relaxed);
   out->failed = p->failed.load(std::memory_order_relaxed) != 0;
+}
+
+}  // namespace
+
+bool Departures::activity(int rank, Activity* out) const {
+  auto it = peers_.find(rank);
+  if (it == peers_.end()) return false;
+  read_activity(page_of(it->second), out);
+  return true;
+}
+
+bool Departures::own_activity(Activity* out) const {
+  if (own_.data() == nullptr) return false;
+  read_activity(page_of(own_), out);
   return true;
 }
 

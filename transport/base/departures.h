@@ -1,7 +1,8 @@
 // Which ranks of this host finalized before their process exited.
 //
 // A collective that stalls looks for a member on its host whose process has exited, so that
-// a rank not linked to a dead one still names it (collectives/core/comm.cc, dead_members).
+// a rank not linked to a dead one still names it (collectives/core/comm_members.cc,
+// dead_members).
 // A rank that finished its last operation and then exited normally is not dead: its sends
 // are already in the transport, where its peers still read them. Only the rank itself knows
 // it left cleanly, and it is gone when the question is asked, so every rank publishes one
@@ -16,8 +17,8 @@
 // collective it called, and when it last polled inside one (CLOCK_MONOTONIC, which every
 // process of the host shares). A member that never called the operation, or called it and
 // stopped polling (a stopped process, a thread busy outside zcx) before completing it, is then
-// named by every
-// survivor, not only by its neighbours (collectives/core/comm.cc, stall_note).
+// named by every survivor, not only by its neighbours (collectives/core/comm_members.cc,
+// stall_note). Members on other hosts answer the same over TCP (base/activity_server.h).
 #pragma once
 
 #include "common/fd.h"
@@ -57,8 +58,10 @@ class Departures {
   void note_done(uint64_t seq);
   void note_poll(int64_t now_ns);
   void note_failed();
-  // What `rank` last published (false when unwatched).
+  // What `rank` last published (false when unwatched); what this rank published (false
+  // without a page).
   bool activity(int rank, Activity* out) const;
+  bool own_activity(Activity* out) const;
 
  private:
   UniqueFd own_fd_;
