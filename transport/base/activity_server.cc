@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -124,12 +125,24 @@ void ActivityServer::serve() {
       return;
     }
     if (fds[1].revents != 0) return;
-    UniqueFd conn;
-    while (fds[0].revents != 0 &&
-           socket_accept(listen_.get(), &conn, nullptr) == Status::kSuccess) {
-      answer(conn.get());
-      conn.reset();
+    // Out of fds, the pending connection would wake the poll at once, again and again: wait
+    // a while (for stop() only) before trying again.
+    if (fds[0].revents != 0 && !answer_pending()) (void)poll(&fds[1], 1, 100);
+  }
+}
+
+// Answers every queued connection; false when accept fails for want of a resource.
+bool ActivityServer::answer_pending() {
+  for (;;) {
+    const int c = accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+        return true;
+      ZCX_INFO(kLogInit, "activity server: accept: %s", errno_text(errno));
+      return false;
     }
+    UniqueFd conn(c);
+    answer(conn.get());
   }
 }
 
@@ -168,7 +181,7 @@ struct Asking {
   bool over = false;
 };
 
-// Moves query i one step on its poll events; marks it over when it has its reply.
+// Moves one query a step on its poll events; marks it over when it has its reply.
 void step(Asking& q, PeerActivity& out, int rank, const SockAddr& addr, uint64_t secret,
           int from) {
   if (!q.sent) {

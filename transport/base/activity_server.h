@@ -19,7 +19,6 @@
 #include "common/socket.h"
 #include "common/status.h"
 
-#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -31,7 +30,8 @@ struct PeerActivity {
   enum class Reply : uint8_t {
     kAnswered,  // `activity` holds its answer (polled_ns on this host's clock)
     kSilent,    // connected or connecting, no answer within the time given
-    kRefused,   // nobody listens there any more (its context finalized, or it exited)
+    kRefused,   // refused or closed unanswered, a malformed answer, or no address: nobody
+                // answers there (its context finalized, or it exited)
   };
   Reply reply = Reply::kSilent;
   Departures::Activity activity;
@@ -56,6 +56,7 @@ class ActivityServer {
 
  private:
   void serve();
+  bool answer_pending();
   void answer(int fd);
 
   UniqueFd listen_;

@@ -8,8 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 namespace zcx {
@@ -101,6 +105,39 @@ TEST(ActivityServer, AskingTellsSilenceFromRefusalWithinItsBound) {
   EXPECT_EQ(got[3].reply, PeerActivity::Reply::kRefused) << "no address: it answers none";
   EXPECT_GE(took_s, 0.25);
   EXPECT_LT(took_s, 1.0) << "all asked at once, bounded by the 300 ms given";
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// Out of fds, accept fails while the connection stays queued: the thread must wait, not spin
+// on a poll that wakes at once, and answer once fds are back.
+TEST(ActivityServer, OutOfFdsItWaitsInsteadOfSpinning) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.start());
+  UniqueFd queued(socket(s.addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(queued.valid());
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  const int lowest_free = dup(0);
+  ASSERT_GE(lowest_free, 0);
+  close(lowest_free);
+  rlimit none = old;
+  none.rlim_cur = static_cast<rlim_t>(lowest_free);  // no fd number left below it
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &none), 0);
+  const int rc = connect(queued.get(), s.addr.sa(), s.addr.len);  // its accept must fail
+  const int err = errno;
+  const double cpu0 = cpu_seconds();
+  usleep(300 * 1000);
+  const double cpu = cpu_seconds() - cpu0;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_TRUE(rc == 0 || err == EINPROGRESS) << strerror(err);
+  EXPECT_LT(cpu, 0.05) << "the thread spun for want of an fd";
+  EXPECT_EQ(s.ask().reply, PeerActivity::Reply::kAnswered) << "fds are back";
 }
 
 TEST(ActivityServer, StopIsPromptAndIdempotent) {
