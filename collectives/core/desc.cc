@@ -39,14 +39,21 @@ std::string redop_label(uint8_t op) { return zcx_redop_name(static_cast<zcx_redo
 
 }  // namespace
 
+// The reduction op only for a collective that reduces, the root only for one that has one
+// (an allgather's descriptor carries sum and -1, which read as if they meant something).
 std::string desc_describe(const OpDesc& d) {
   // Point-to-point calls share one descriptor with no operation number, dtype or count.
   if (d.kind == static_cast<uint8_t>(CollKind::kSendRecv)) return "point-to-point send/recv";
+  const auto kind = static_cast<CollKind>(d.kind);
+  const bool reduces = kind == CollKind::kAllreduce || kind == CollKind::kReduce ||
+                       kind == CollKind::kReducescatter || kind == CollKind::kReducescatterv;
+  const bool rooted = kind == CollKind::kBroadcast || kind == CollKind::kReduce;
+  const std::string op = reduces ? " " + redop_label(d.redop) : "";
+  const std::string root = rooted ? " root " + std::to_string(d.root) : "";
   char buf[160];
-  snprintf(buf, sizeof buf, "%s #%llu %s %s count %llu root %d algo %s", kind_name(d.kind),
-           static_cast<unsigned long long>(d.seq), zcx_dtype_name(static_cast<zcx_dtype_t>(d.dtype)),
-           zcx_redop_name(static_cast<zcx_redop_t>(d.redop)),
-           static_cast<unsigned long long>(d.count), d.root,
+  snprintf(buf, sizeof buf, "%s #%llu %s%s count %llu%s algo %s", kind_name(d.kind),
+           static_cast<unsigned long long>(d.seq), dtype_label(d.dtype).c_str(), op.c_str(),
+           static_cast<unsigned long long>(d.count), root.c_str(),
            d.algo < static_cast<int>(Algo::kCount) ? algo_name(static_cast<Algo>(d.algo)) : "?");
   return buf;
 }

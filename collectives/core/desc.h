@@ -36,10 +36,11 @@ static_assert(sizeof(OpDesc) == 64, "OpDesc is a wire format");
 
 // "" when equal, else what differs ("count 100 vs 200, root 0 vs 1").
 std::string desc_diff(const OpDesc& mine, const OpDesc& theirs);
+// "allreduce #7 float32 sum count 100 algo ring", "broadcast #8 int8 count 4 root 1 algo tree".
 std::string desc_describe(const OpDesc& d);
 // What to do about a difference: issue the same calls, or (when only the plan differs) set
 // the selector's variables alike on every rank.
-const char* desc_mismatch_advice(const OpDesc& mine, const OpDesc& theirs);  // "allreduce #7 float32 sum count 100"
+const char* desc_mismatch_advice(const OpDesc& mine, const OpDesc& theirs);
 // A 64-bit hash of every field: equal descriptors hash equal; descriptors that differ in one
 // word always hash differently, in several words except by a 2^-64 accident (the shared
 // lane compares hashes, not 64-byte descriptors).
