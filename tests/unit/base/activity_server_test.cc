@@ -4,6 +4,7 @@
 #include "base/activity_server.h"
 
 #include "common/clock.h"
+#include "common/no_free_fds.h"
 #include "common/socket.h"
 
 #include <gtest/gtest.h>
@@ -121,20 +122,14 @@ TEST(ActivityServer, OutOfFdsItWaitsInsteadOfSpinning) {
   ASSERT_NO_FATAL_FAILURE(s.start());
   UniqueFd queued(socket(s.addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(queued.valid());
-  rlimit old{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
-  const int lowest_free = dup(0);
-  ASSERT_GE(lowest_free, 0);
-  close(lowest_free);
-  rlimit none = old;
-  none.rlim_cur = static_cast<rlim_t>(lowest_free);  // no fd number left below it
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &none), 0);
+  test::NoFreeFds no_fds;
+  ASSERT_TRUE(no_fds.active());
   const int rc = connect(queued.get(), s.addr.sa(), s.addr.len);  // its accept must fail
   const int err = errno;
   const double cpu0 = cpu_seconds();
   usleep(300 * 1000);
   const double cpu = cpu_seconds() - cpu0;
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_TRUE(no_fds.restore());
   ASSERT_TRUE(rc == 0 || err == EINPROGRESS) << strerror(err);
   EXPECT_LT(cpu, 0.05) << "the thread spun for want of an fd";
   EXPECT_EQ(s.ask().reply, PeerActivity::Reply::kAnswered) << "fds are back";

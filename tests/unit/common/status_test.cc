@@ -2,13 +2,13 @@
 
 #include "common/fd.h"
 #include "common/memfd.h"
+#include "common/no_free_fds.h"
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <thread>
-
-#include <sys/resource.h>
-#include <unistd.h>
 
 namespace zcx {
 namespace {
@@ -30,18 +30,12 @@ TEST(Status, SetErrorRecordsLastErrorAndReturnsStatus) {
 
 // Out of descriptors (many communicators, a low ulimit -n): the error says which limit.
 TEST(Status, OutOfDescriptorsNamesTheLimit) {
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-  const int lowest_free = dup(0);
-  ASSERT_GE(lowest_free, 0);
-  close(lowest_free);
-  rlimit low = saved;
-  low.rlim_cur = static_cast<rlim_t>(lowest_free);  // the next descriptor is over the limit
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  test::NoFreeFds no_fds;
+  ASSERT_TRUE(no_fds.active());
   UniqueFd fd;
   const Status st = memfd_create_reserved(4096, "a test segment", kLogShm, &fd);
   const std::string msg = last_error();
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(no_fds.restore());
   EXPECT_EQ(st, Status::kSystem) << msg;
   EXPECT_NE(msg.find("open-file limit (RLIMIT_NOFILE; raise it with ulimit -n)"), std::string::npos)
       << msg;
