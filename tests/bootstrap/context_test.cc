@@ -346,11 +346,13 @@ TEST_F(ContextTest, OnlyAContextFinalizedWithNothingOpenLeavesCleanly) {
   ASSERT_EQ(ep->irecv(buf, sizeof buf, 0, &req), Status::kSuccess);
   ctx[3]->abort();
   ctx[4]->mark_unclean();
-  for (int r = 1; r < 5; ++r) EXPECT_FALSE(ctx[0]->left_cleanly(r)) << "rank " << r;
+  const Departures* page = ctx[0]->departures();
+  ASSERT_NE(page, nullptr);
+  for (int r = 1; r < 5; ++r) EXPECT_FALSE(page->left(r)) << "rank " << r;
   for (int r = 1; r < 5; ++r) ctx[static_cast<size_t>(r)].reset();
-  EXPECT_TRUE(ctx[0]->left_cleanly(1));
-  for (int r = 2; r < 5; ++r) EXPECT_FALSE(ctx[0]->left_cleanly(r)) << "rank " << r;
-  EXPECT_FALSE(ctx[0]->left_cleanly(0)) << "a rank does not watch itself";
+  EXPECT_TRUE(page->left(1));
+  for (int r = 2; r < 5; ++r) EXPECT_FALSE(page->left(r)) << "rank " << r;
+  EXPECT_FALSE(page->left(0)) << "a rank does not watch itself";
 }
 
 TEST_F(ContextTest, SeveralThreadsShareAContext) {

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -78,12 +79,11 @@ Status ContextImpl::setup(const ContextOptions& options) {
 // rather than silence.
 void ContextImpl::start_activity_server() {
   const uint64_t my_host = ranks_[static_cast<size_t>(rank())].host_id;
-  for (const RemoteRank& them : ranks_)
-    if (them.host_id != my_host) {
-      if (ok(activity_server_.start(&departures_, bs_->secret(), rank()))) return;
-      ZCX_WARN(kLogInit, "rank %d: answers no activity queries: %s", rank(), last_error());
-      break;
-    }
+  const bool spans_hosts = std::any_of(ranks_.begin(), ranks_.end(),
+                                       [&](const RemoteRank& r) { return r.host_id != my_host; });
+  if (spans_hosts && ok(activity_server_.start(&departures_, bs_->secret(), rank()))) return;
+  if (spans_hosts)
+    ZCX_WARN(kLogInit, "rank %d: answers no activity queries: %s", rank(), last_error());
   activity_server_.stop();
 }
 
@@ -107,9 +107,6 @@ void ContextImpl::watch_host_peers() {
     them.departure_token = 0;
   }
 }
-
-// Without the lock: the pages are mapped at set-up only, and a page's state is an atomic.
-bool ContextImpl::left_cleanly(int peer) const { return departures_.left(peer); }
 
 // Opens every provider that has a device; one that fails to initialise is skipped (INFO),
 // so a job still runs over the others.

@@ -85,15 +85,10 @@ class Context {
   // Whether req is still owned by the caller (not completed, not freed after an error).
   virtual bool request_live(const Request* req) const = 0;
   virtual void abort() = 0;
-  // Whether `peer` (a rank of this host) finalized its context cleanly: a peer whose process
-  // is gone had ended its operations rather than died in one (base/departures.h).
-  virtual bool left_cleanly(int peer) const {
-    (void)peer;
-    return false;
-  }
   // What this rank is doing, and what the ranks of its host are (base/departures.h): the
-  // collectives note their calls, completions and polls there. Null where the context
-  // keeps no page (the tests' fakes).
+  // collectives note their calls, completions and polls there, and read which ranks of this
+  // host finalized cleanly (Departures::left). Null where the context keeps no page (the
+  // tests' fakes).
   virtual Departures* departures() { return nullptr; }
   // What `peers` (ranks of other hosts) are doing, asked at once and answered within
   // timeout_ms in all (base/activity_server.h); one answer per peer (refused where the job

@@ -147,7 +147,6 @@ class ContextImpl final : public Context {
   }
   std::recursive_mutex& mutex() { return mu_; }
   void abort() override;
-  bool left_cleanly(int peer) const override;
   Departures* departures() override { return &departures_; }
   std::vector<PeerActivity> ask_activity(const std::vector<int>& peers, int timeout_ms) override;
   void mark_unclean() override {
