@@ -14,6 +14,7 @@ Executor::Executor(const Schedule* schedule, PeerLinks* links, const OpDesc& des
                    int64_t timeout_ms)
     : sched_(schedule),
       links_(links),
+      page_(links->context().departures()),
       desc_(desc),
       slots_(schedule->tasks().size()),
       complete_(schedule->tasks().size(), 0),
@@ -282,7 +283,7 @@ Status Executor::progress(bool* done) {
   // share of each operation, and the timeout is seconds long.
   if (*done || (++idle_calls_ & 31) != 0) return Status::kSuccess;
   const int64_t now = now_ns();
-  if (Departures* page = links_->context().departures()) page->note_poll(now);
+  if (page_) page_->note_poll(now);
   if (moved_since_clock_) last_progress_ns_ = now, moved_since_clock_ = false;
   if (now - last_progress_ns_ > timeout_ms_ * 1000000) return timeout_error();
   return check_members(now);

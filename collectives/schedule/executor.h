@@ -120,6 +120,7 @@ class Executor {
 
   const Schedule* sched_;
   PeerLinks* links_;
+  Departures* page_;  // links_->context().departures(), noted as this rank polls (may be null)
   OpDesc desc_;
   std::vector<Slot> slots_;
   std::vector<uint8_t> complete_;
