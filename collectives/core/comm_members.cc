@@ -21,7 +21,7 @@ std::vector<int> Comm::dead_members() {
   std::vector<int> dead;
   for (int r = 0; r < nranks(); ++r)
     if (r != rank_ && host_of_[r] == host_of_[rank_] && member_exited(r) &&
-        !ctx_->left_cleanly(world_[r]))
+        !(page_ && page_->left(world_[r])))
       dead.push_back(r);
   return dead;
 }
@@ -42,7 +42,7 @@ bool Comm::member_exited(int r) {
 std::string Comm::departed_note() {
   std::string note;
   for (int r = 0; r < nranks(); ++r)
-    if (r != rank_ && ctx_->left_cleanly(world_[r]))
+    if (r != rank_ && page_ && page_->left(world_[r]))
       note += "; " + peer_name(r) + " finalized and exited before this operation ended";
   return note;
 }
@@ -132,12 +132,13 @@ std::string Comm::remote_stall_note(const std::vector<int>& members, uint64_t se
   if (answers.size() != asked) return "";  // the context does not ask (one host, tests' fakes)
   size_t silent = 0;
   for (const PeerActivity& a : answers) silent += a.reply == PeerActivity::Reply::kSilent;
-  // None answering at all more likely says the port is blocked than that all are stopped.
-  if (asked > 1 && silent == asked)
-    return "; none of the " + std::to_string(asked) + " members on other hosts asked answered "
-           "an activity query within 1 s (all stopped, or their hosts unreachable on that port)";
   std::string note;
-  for (size_t i = 0; i < asked; ++i) {
+  // None answering at all more likely says the port is blocked than that all are stopped.
+  const bool none_answered = asked > 1 && silent == asked;
+  if (none_answered)
+    note = "; none of the " + std::to_string(asked) + " members on other hosts asked answered "
+           "an activity query within 1 s (all stopped, or their hosts unreachable on that port)";
+  for (size_t i = 0; i < asked && !none_answered; ++i) {
     const std::string why = remote_silence(answers[i], id_, seq);
     if (!why.empty()) note += "; " + peer_name(members[i]) + " " + why;
   }
