@@ -275,13 +275,15 @@ Status Executor::progress(bool* done) {
         ++k;
       }
     }
-    if (moved) idle_calls_ = 0, moved_since_clock_ = true;
+    if (moved) moved_since_clock_ = true;
   }
   *done = next_ == tasks.size() && inflight_.empty();
   if (*done) release_ranges();
-  // The clock is read once per 32 idle calls: on the small-message path it was a visible
-  // share of each operation, and the timeout is seconds long.
-  if (*done || (++idle_calls_ & 31) != 0) return Status::kSuccess;
+  // The clock is read once per 32 calls that do not finish: on the small-message path it was
+  // a visible share of each operation, and the timeout is seconds long. Calls that move data
+  // count too, or a rank moving data nonstop would never note that it polls and its stalled
+  // peers would call it silent (core/comm_members.cc).
+  if (*done || (++calls_ & 31) != 0) return Status::kSuccess;
   const int64_t now = now_ns();
   if (page_) page_->note_poll(now);
   if (moved_since_clock_) last_progress_ns_ = now, moved_since_clock_ = false;

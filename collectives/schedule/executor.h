@@ -141,7 +141,7 @@ class Executor {
   Status check_members(int64_t now);
 
   int64_t timeout_ms_;
-  uint32_t idle_calls_ = 0;
+  uint32_t calls_ = 0;  // progress() calls that did not finish: the clock is read every 32nd
   bool moved_since_clock_ = false;  // last_progress_ns_ is stamped at the next clock read
   int64_t next_member_check_ns_ = 0;
 };

@@ -133,7 +133,8 @@ class FakeEndpoint final : public Endpoint {
 
 class FakeContext final : public Context {
  public:
-  FakeContext(World* w, int rank) : w_(w), rank_(rank), bs_(w, rank), eps_(w->nranks()) {}
+  FakeContext(World* w, int rank, Departures* page = nullptr)
+      : w_(w), rank_(rank), bs_(w, rank), eps_(w->nranks()), page_(page) {}
   int rank() const override { return rank_; }
   int nranks() const override { return w_->nranks(); }
   Bootstrap& bootstrap() override { return bs_; }
@@ -167,13 +168,19 @@ class FakeContext final : public Context {
   void abort() override {}
   Status mem_register(void*, size_t) override { return Status::kSuccess; }
   Status mem_deregister(void*, size_t) override { return Status::kSuccess; }
+  Departures* departures() override { return page_; }
 
  private:
   World* w_;
   int rank_;
   FakeBootstrap bs_;
   std::vector<std::unique_ptr<FakeEndpoint>> eps_;
+  Departures* page_;
 };
+
+std::unique_ptr<Context> make_context(World& world, int rank, Departures* page) {
+  return std::make_unique<FakeContext>(&world, rank, page);
+}
 
 void run_ranks(World& world, const std::function<void(int, Comm&)>& fn) {
   const int n = world.nranks();

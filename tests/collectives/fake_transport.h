@@ -53,6 +53,10 @@ class World {
 
 class FakeContext;
 
+// The context of `rank` alone, for tests that drive an executor by hand (no thread, no
+// communicator); departures() returns `page`.
+std::unique_ptr<Context> make_context(World& world, int rank, Departures* page = nullptr);
+
 // Runs fn(rank, comm) on one thread per rank over `world` (communicator "world", all ranks).
 void run_ranks(World& world, const std::function<void(int, Comm&)>& fn);
 inline void run_ranks(int n, const std::function<void(int, Comm&)>& fn) {
