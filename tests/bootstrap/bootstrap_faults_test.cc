@@ -97,6 +97,7 @@ TEST(BootstrapFaults, RankKilledWhileWaitingForOthers) {
     close(pipes[r][1]);
   }
   usleep(500000);  // all three have joined by now
+  ASSERT_GT(pids[2], 0) << "fork failed";
   kill(pids[2], SIGKILL);
   for (int r = 0; r < 3; ++r) {
     int code = test::wait_child(pids[r], (kTimeoutS + 6) * 1000);

@@ -74,8 +74,11 @@ inline pid_t fork_child(const std::function<int()>& fn) {
   return pid;
 }
 
-// Waits for a child at most timeout_ms, then kills it. Returns its exit code, or 128+signal.
+// Waits for a child at most timeout_ms, then kills it. Returns its exit code, or 128+signal;
+// 255 when killed at the deadline or when there is no child (pid <= 0: the fork failed, and
+// kill(-1) would signal every process the test may).
 inline int wait_child(pid_t pid, int timeout_ms) {
+  if (pid <= 0) return 255;
   for (int waited = 0;; waited += 10) {
     int st = 0;
     pid_t r = waitpid(pid, &st, WNOHANG);

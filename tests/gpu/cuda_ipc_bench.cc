@@ -111,7 +111,7 @@ int bench_main(int iters) {
     std::printf("error: mmap for the board or the timings failed\n");
     return 1;
   }
-  int failed = run_ranks(2, [&](int r) { return ipc_rank(b, r, iters, secs); }, 240000);
+  int failed = test::fork_ranks(2, [&](int r) { return ipc_rank(b, r, iters, secs); }, 240000);
   for (int r = 0; r < 2; ++r)
     if (b->error[r][0]) std::printf("error: %s\n", b->error[r]);
   // CUDA is initialised in this process only after the ranks have been forked.

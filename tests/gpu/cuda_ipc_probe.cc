@@ -195,7 +195,7 @@ int probe_main(const char* expect) {
     return 1;
   }
   Shared* s = shared.get();
-  int bad = run_ranks(2, [s](int r) { return r == 0 ? exporter(s) : importer(s); }, 60000);
+  int bad = test::fork_ranks(2, [s](int r) { return r == 0 ? exporter(s) : importer(s); }, 60000);
   for (const char* e : s->error)
     if (e[0]) std::printf("error: %s\n", e);
   // CUDA in this process only after the ranks were forked (for the error names).

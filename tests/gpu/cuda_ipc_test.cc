@@ -106,7 +106,7 @@ TEST_P(CudaIpcTest, MeshExchangeVerified) {
   test::ForkShared<Board> board;
   ASSERT_TRUE(board.ok());
   Board* b = board.get();
-  int failed = run_ranks(n, [&](int r) { return rank_main(b, r, n, alloc); }, 110000);
+  int failed = test::fork_ranks(n, [&](int r) { return rank_main(b, r, n, alloc); }, 110000);
   for (int r = 0; r < n; ++r)
     if (b->error[r][0]) ADD_FAILURE() << b->error[r];
   EXPECT_EQ(failed, 0);
@@ -132,7 +132,7 @@ TEST(CudaIpcAnyHost, ReportsDevicesAndRejectsMissingDevice) {
   test::ForkShared<Board> board;
   ASSERT_TRUE(board.ok());
   Board* b = board.get();
-  int failed = run_ranks(1, [&](int) {
+  int failed = test::fork_ranks(1, [&](int) {
     const zcx_provider_ops_t* ops = ipc_ops();
     zcx_provider_init_t self{};
     self.size = sizeof self;
@@ -159,7 +159,7 @@ TEST(CudaIpcExport, cudamalloc_HandleMadeOncePerAllocation) {
   test::ForkShared<Board> board;
   ASSERT_TRUE(board.ok());
   Board* b = board.get();
-  int failed = run_ranks(1, [&](int) {
+  int failed = test::fork_ranks(1, [&](int) {
     std::string why;
     const CudaApi* api = cuda_shim_load(&why);
     if (api == nullptr || api->set_device(0) != cudaSuccess) return fail(b, 0, "CUDA");
@@ -207,7 +207,7 @@ TEST(CudaIpcExport, VmmBuffersExportAsFdsPerAllocation) {
   test::ForkShared<Board> board;
   ASSERT_TRUE(board.ok());
   Board* b = board.get();
-  int failed = run_ranks(1, [&](int) {
+  int failed = test::fork_ranks(1, [&](int) {
     using cuda_ipc::ExportKind;
     std::string why;
     const CudaApi* api = cuda_shim_load(&why);
@@ -248,7 +248,7 @@ void run_connected_pair(const std::function<int(Board*, int, Mesh&)>& role, int 
   test::ForkShared<Board> board;
   ASSERT_TRUE(board.ok());
   Board* b = board.get();
-  int failed = run_ranks(2, [&](int r) {
+  int failed = test::fork_ranks(2, [&](int r) {
     if (cuda_device_count(nullptr) <= 0 || cuda_shim()->set_device(0) != cudaSuccess)
       return fail(b, r, "CUDA");
     Mesh m;

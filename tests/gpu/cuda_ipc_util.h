@@ -6,6 +6,7 @@
 #include "base/provider.h"
 #include "base/registry.h"
 #include "common/clock.h"
+#include "common/fork_ranks.h"
 #include "common/fork_shared.h"
 #include "common/dl/cuda_shim.h"
 #include "common/socket.h"
@@ -217,31 +218,6 @@ inline DeviceBuffer::~DeviceBuffer() {
   for (size_t at = 0; at < mapped_; at += piece_) (void)api->cu_mem_unmap(range_ + at, piece_);
   if (reserved_ != 0) (void)api->cu_mem_address_free(range_, reserved_);
   for (CUmemGenericAllocationHandle h : handles_) (void)api->cu_mem_release(h);
-}
-
-// Forks n ranks running fn(rank) and waits up to ms; kills them all on timeout. Returns the
-// number of ranks that failed.
-inline int run_ranks(int n, const std::function<int(int)>& fn, int ms) {
-  pid_t pids[kMaxRanks];
-  for (int r = 0; r < n; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) _exit(fn(r));
-  }
-  int failed = 0;
-  Deadline dl = Deadline::after_ms(ms);
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    pid_t got = 0;
-    while ((got = waitpid(pids[r], &status, WNOHANG)) == 0 && !dl.expired()) usleep(1000);
-    if (got == 0) {
-      for (int k = 0; k < n; ++k) kill(pids[k], SIGKILL);
-      waitpid(pids[r], &status, 0);
-      ++failed;
-      continue;
-    }
-    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  return failed;
 }
 
 }  // namespace zcx::gpu_test

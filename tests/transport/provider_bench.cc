@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   std::vector<char> buf(std::max<size_t>(bytes, 1));
   memset(buf.data(), 1, buf.size());
   pid_t pid = fork();
+  if (pid < 0) die("fork", ZCX_ERR_INTERNAL);
   bool child = pid == 0;
   if (argc > 4 && strcmp(argv[4], "pin") == 0) {  // one core each, as mpirun binds ranks
     cpu_set_t set;

@@ -214,6 +214,12 @@ PairResult run_pair(const Role& receiver, const Role& sender, bool child_sends,
   }
   fflush(nullptr);
   pid_t pid = fork();
+  if (pid < 0) {  // nothing to run against (and pid -1 is never signalled)
+    out.error = std::string("fork failed: ") + std::strerror(errno);
+    close(fds[0]);
+    close(fds[1]);
+    return out;
+  }
   if (pid == 0) {
     for (const auto& [k, v] : child_env) config::set_override(k, v);
     std::string err;

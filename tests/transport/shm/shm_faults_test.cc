@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -105,6 +107,7 @@ TEST(ShmFaults, KillPeerMidTransferTwentyTimes) {
     SharedBoard b;
     ASSERT_NE(b.get(), nullptr);
     pid_t child = fork();
+    ASSERT_GE(child, 0) << "fork: " << std::strerror(errno);
     if (child == 0) _exit(child_loop(b.get(), child_sends));
     int kill_after = 5 + static_cast<int>(rng() % 60);
     TrialResult r = survivor_loop(b.get(), child, child_sends, kill_after);
@@ -137,6 +140,7 @@ TEST(ShmFaults, PeerThatClosesAndExitsIsNamedClosedNotDead) {
   SharedBoard b;
   ASSERT_NE(b.get(), nullptr);
   pid_t child = fork();
+  ASSERT_GE(child, 0) << "fork: " << std::strerror(errno);
   if (child == 0) {
     bool connected = false;
     {
@@ -184,6 +188,7 @@ TEST(ShmFaults, MessagesOfAPeerThatExitedBeforeTheAcceptArrive) {
   std::vector<uint8_t> sent(100);
   fill_pattern(sent, 7);
   pid_t child = fork();
+  ASSERT_GE(child, 0) << "fork: " << std::strerror(errno);
   if (child == 0) {
     Rank peer(1, 0xe1d, 2);
     void* sc = nullptr;
@@ -234,6 +239,7 @@ TEST(ShmFaults, ExhaustedSharedMemoryIsAClearError) {
   config::ScopedOverride chunk("ZCX_SHM_CHUNK_BYTES", "32M");
   config::ScopedOverride nchunk("ZCX_SHM_CHUNKS", "2");
   pid_t child = fork();
+  ASSERT_GE(child, 0) << "fork: " << std::strerror(errno);
   if (child == 0) {
     std::ofstream(cg + "/tasks") << getpid() << std::endl;
     Rank self(1, 0xbeef, 2);
@@ -263,6 +269,7 @@ TEST(ShmFaults, OtherUserIsRefused) {
   void* lc = nullptr;
   ASSERT_EQ(ops()->listen(listener.ctx, 0, handle, &lc), ZCX_SUCCESS);
   pid_t child = fork();
+  ASSERT_GE(child, 0) << "fork: " << std::strerror(errno);
   if (child == 0) {
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
     Rank self(1, 0xabc, 2);

@@ -2,6 +2,7 @@
 // itself) that exchange connection handles through a shared anonymous "board".
 #pragma once
 
+#include "common/fork_ranks.h"
 #include "common/fork_shared.h"
 #include "shm_test_util.h"
 
@@ -80,31 +81,6 @@ inline bool mesh_connect(Board* b, int rank, int n, void* ctx, Mesh* m, int ms =
     }
   }
   return true;
-}
-
-// Forks `n` ranks running fn(rank) (exit code 0 = pass) and waits up to `ms`; on timeout
-// kills them all. Returns the number of ranks that failed.
-inline int run_ranks(int n, const std::function<int(int)>& fn, int ms) {
-  pid_t pids[kMaxRanks];
-  for (int r = 0; r < n; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) _exit(fn(r));
-  }
-  int failed = 0;
-  Deadline dl = Deadline::after_ms(ms);
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    pid_t got = 0;
-    while ((got = waitpid(pids[r], &status, WNOHANG)) == 0 && !dl.expired()) usleep(1000);
-    if (got == 0) {
-      for (int k = 0; k < n; ++k) kill(pids[k], SIGKILL);
-      waitpid(pids[r], &status, 0);
-      ++failed;
-      continue;
-    }
-    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  return failed;
 }
 
 }  // namespace zcx::shm_test

@@ -89,7 +89,7 @@ TEST_P(ShmMultiProc, SizesGroupsAndManyInFlight) {
     if (exchange(b.get(), rank, c.nranks, m, 64, 256, 1) != 0) return 1;   // 256 in flight
     return 0;
   };
-  int failed = run_ranks(c.nranks, rank_fn, 110000);
+  int failed = test::fork_ranks(c.nranks, rank_fn, 110000);
   std::string errors;
   for (int r = 0; r < c.nranks; ++r) errors += b->error[r], errors += "\n";
   EXPECT_EQ(failed, 0) << errors;

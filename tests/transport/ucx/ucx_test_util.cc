@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -200,6 +201,14 @@ int progress_until_child_exits(Endpoint& ep, pid_t pid, int timeout_ms) {
   });
 }
 
+// A fork that failed: the pair is not run (and pid -1 is never signalled or waited for).
+ForkResult fork_failed(const int fds[2], ForkResult result) {
+  result.error = std::string("fork: ") + std::strerror(errno);
+  close(fds[0]);
+  close(fds[1]);
+  return result;
+}
+
 }  // namespace
 
 ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
@@ -210,6 +219,7 @@ ForkResult run_pair(const std::function<bool(Endpoint&, pid_t)>& parent,
   if (pipe(fds) != 0) return result;
   fflush(nullptr);
   pid_t pid = fork();
+  if (pid < 0) return fork_failed(fds, result);
   if (pid == 0) {
     close(fds[1]);
     _exit(child_main(fds[0], child, child_secret, child_ucx_tls));
@@ -239,6 +249,7 @@ ForkResult run_pair_reversed(const std::function<bool(Endpoint&, pid_t)>& parent
   if (pipe(fds) != 0) return result;
   fflush(nullptr);
   pid_t pid = fork();
+  if (pid < 0) return fork_failed(fds, result);
   if (pid == 0) {
     close(fds[0]);
     _exit(child_listen_main(fds[1], child));
