@@ -190,6 +190,10 @@ int main(int argc, char** argv) {
          o.test == "lat" ? "one-way us" : "GB/s", "size", o.test == "lat" ? "us" : "GB/s");
   fflush(stdout);
   pid_t child = fork();
+  if (child < 0) {
+    std::perror("zcx-perf shm: fork");
+    return 1;
+  }
   if (child == 0) _exit(rank_main(1, o, nullptr, h0, pipe_fds, -1));
   int rc = rank_main(0, o, lc0, h0, pipe_fds, 1);
   int status = 0;
