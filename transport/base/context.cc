@@ -81,9 +81,10 @@ void ContextImpl::start_activity_server() {
   const uint64_t my_host = ranks_[static_cast<size_t>(rank())].host_id;
   const bool spans_hosts = std::any_of(ranks_.begin(), ranks_.end(),
                                        [&](const RemoteRank& r) { return r.host_id != my_host; });
-  if (spans_hosts && ok(activity_server_.start(&departures_, bs_->secret(), rank()))) return;
-  if (spans_hosts)
+  if (spans_hosts) {
+    if (ok(activity_server_.start(&departures_, bs_->secret(), rank()))) return;
     ZCX_WARN(kLogInit, "rank %d: answers no activity queries: %s", rank(), last_error());
+  }
   activity_server_.stop();
 }
 

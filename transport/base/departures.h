@@ -30,6 +30,8 @@
 
 namespace zcx {
 
+// open_own and watch run at set-up only, before any other call; after that every call may
+// come from any thread without a lock (each page field is an atomic).
 class Departures {
  public:
   // Creates this rank's page. On failure (logged) the rank publishes no page (fd -1).
@@ -53,7 +55,7 @@ class Departures {
     bool failed = false;    // an operation of it failed: it is no longer waiting
   };
   // This rank called operation `seq` of communicator `comm` / polls inside one now (relaxed
-  // stores into its own page; cheap enough for every call and every idle clock read).
+  // stores into its own page; cheap enough for every call and every 32nd poll).
   void note_call(uint64_t comm, uint64_t seq);
   void note_done(uint64_t seq);
   void note_poll(int64_t now_ns);
