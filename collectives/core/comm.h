@@ -40,6 +40,7 @@ struct LaneOp {
   bool published = false;
   int next = 0;  // first member whose contribution has not been seen
   uint32_t idle = 0;
+  uint32_t polls = 0;  // lane_progress calls: every 64th notes that this rank polls
   uint64_t moves = 0;    // waits that ended (a member was found ready): restarts the spinning
   int64_t moved_ns = 0;  // 0 until the first stall
   int64_t member_check_ns = 0;

@@ -175,6 +175,9 @@ bool Comm::lane_context_turn() { return ++lane_polls_ % 64 == 0; }
 
 Status Comm::lane_progress(LaneOp& lo, bool* done) {
   *done = false;
+  // Every 64th call, waiting or moving: a rank that moves nonstop (the last to reach each
+  // bulk round never waits) must not look silent to a stalled peer (the executor's rule).
+  if (++lo.polls % 64 == 0 && page_) page_->note_poll(now_ns());
   if (lo.joined) return bulk_progress(lo, done);
   if (lo.bulk && lo.rounds == 0)
     return set_error(Status::kInternal, kLogColl, "%s: sent to the shared lane, which has no "
@@ -219,7 +222,6 @@ Status Comm::lane_mismatch(const LaneOp& lo, int peer, const OpDesc& theirs) {
 Status Comm::lane_stalled(LaneOp& lo, int peer) {
   if (++lo.idle % 64 != 0) return Status::kSuccess;
   const int64_t now = now_ns();
-  if (page_) page_->note_poll(now);
   if (lo.moved_ns == 0) lo.moved_ns = now;
   OpDesc theirs;
   if (lane_->announced(peer, &theirs) && theirs.seq == lo.desc.seq)
