@@ -1,5 +1,6 @@
 // The cuda_ipc provider's ops table (transport/base/provider.h): C entry points that
 // translate to the C++ implementation and never let an exception out.
+#include "base/provider_entry.h"
 #include "common/check.h"
 #include "cuda_ipc/cuda_ipc.h"
 
@@ -39,11 +40,6 @@ Context* ctx_of(void* ctx, int dev) {
 zcx_status_t c_init(const zcx_provider_init_t* self, void** ctx) {
   return to_c(do_init(self, ctx));
 }
-zcx_status_t c_finalize(void* ctx) {
-  if (ctx == nullptr) return ZCX_ERR_INVALID_ARG;
-  delete static_cast<Context*>(ctx);
-  return ZCX_SUCCESS;
-}
 zcx_status_t c_devices(void* ctx, int* ndev) {
   if (ctx == nullptr || ndev == nullptr) return ZCX_ERR_INVALID_ARG;
   *ndev = static_cast<Context*>(ctx)->ndev;
@@ -56,30 +52,16 @@ zcx_status_t c_get_properties(void* ctx, int dev, zcx_device_props_t* props) {
 zcx_status_t c_listen(void* ctx, int dev, void* handle, void** lc) {
   Context* c = ctx_of(ctx, dev);
   if (c == nullptr || handle == nullptr || lc == nullptr) return ZCX_ERR_INVALID_ARG;
-  ListenComm* out = nullptr;
-  Status st = listen(c, dev, handle, &out);
-  *lc = out;
-  return to_c(st);
+  return hand_out<ListenComm>(lc, [&](ListenComm** out) { return listen(c, dev, handle, out); });
 }
 zcx_status_t c_connect(void* ctx, int dev, const void* handle, void** sc) {
   Context* c = ctx_of(ctx, dev);
   if (c == nullptr || handle == nullptr || sc == nullptr) return ZCX_ERR_INVALID_ARG;
-  Comm* out = nullptr;
-  Status st = connect(c, dev, handle, &out);
-  *sc = out;
-  return to_c(st);
+  return hand_out<Comm>(sc, [&](Comm** out) { return connect(c, dev, handle, out); });
 }
 zcx_status_t c_accept(void* lc, void** rc) {
   if (lc == nullptr || rc == nullptr) return ZCX_ERR_INVALID_ARG;
-  Comm* out = nullptr;
-  Status st = accept(static_cast<ListenComm*>(lc), &out);
-  *rc = out;
-  return to_c(st);
-}
-zcx_status_t c_peer_info(void* comm, zcx_peer_info_t* info) {
-  if (comm == nullptr || info == nullptr) return ZCX_ERR_INVALID_ARG;
-  *info = static_cast<Comm*>(comm)->peer;
-  return ZCX_SUCCESS;
+  return hand_out<Comm>(rc, [&](Comm** out) { return accept(static_cast<ListenComm*>(lc), out); });
 }
 zcx_status_t c_reg_mr(void* comm, void* data, size_t size, int kind, void** mh) {
   if (comm == nullptr || mh == nullptr || (data == nullptr && size != 0))
@@ -89,9 +71,6 @@ zcx_status_t c_reg_mr(void* comm, void* data, size_t size, int kind, void** mh) 
   *mh = &g_cuda_region_marker;
   return ZCX_SUCCESS;
 }
-zcx_status_t c_dereg_mr(void* comm, void* mh) {
-  return comm == nullptr || mh == nullptr ? ZCX_ERR_INVALID_ARG : ZCX_SUCCESS;
-}
 zcx_status_t c_isend(void* sc, void* data, size_t size, int, void*, void** req) {
   if (sc == nullptr || req == nullptr || (data == nullptr && size != 0))
     return ZCX_ERR_INVALID_ARG;
@@ -99,10 +78,9 @@ zcx_status_t c_isend(void* sc, void* data, size_t size, int, void*, void** req) 
     return to_c(set_error(Status::kInvalidArg, kLogCuda,
                           "cuda_ipc isend: %zu bytes exceeds the %zu-byte message limit", size,
                           kMaxMessage));
-  Request* r = nullptr;
-  Status st = isend(static_cast<Comm*>(sc), data, size, &r);
-  *req = r;
-  return to_c(st);
+  return hand_out<Request>(req, [&](Request** out) {
+    return isend(static_cast<Comm*>(sc), data, size, out);
+  });
 }
 zcx_status_t c_irecv(void* rc, int n, void** data, size_t* sizes, int*, void**, void** req) {
   if (rc == nullptr || req == nullptr || data == nullptr || sizes == nullptr)
@@ -111,32 +89,21 @@ zcx_status_t c_irecv(void* rc, int n, void** data, size_t* sizes, int*, void**, 
     return to_c(set_error(Status::kUnsupported, kLogCuda,
                           "cuda_ipc irecv: %d buffers; grouped receives are not supported "
                           "(max_recvs is 1)", n));
-  Request* r = nullptr;
-  Status st = irecv(static_cast<Comm*>(rc), data[0], sizes[0], &r);
-  *req = r;
-  return to_c(st);
+  return hand_out<Request>(req, [&](Request** out) {
+    return irecv(static_cast<Comm*>(rc), data[0], sizes[0], out);
+  });
 }
 zcx_status_t c_test(void* req, int* done, size_t* sizes) {
   if (req == nullptr || done == nullptr) return ZCX_ERR_INVALID_ARG;
   return to_c(test(static_cast<Request*>(req), done, sizes));
 }
-zcx_status_t c_close_comm(void* comm) {
-  if (comm == nullptr) return ZCX_ERR_INVALID_ARG;
-  delete static_cast<Comm*>(comm);
-  return ZCX_SUCCESS;
-}
-zcx_status_t c_close_listen(void* lc) {
-  if (lc == nullptr) return ZCX_ERR_INVALID_ARG;
-  delete static_cast<ListenComm*>(lc);
-  return ZCX_SUCCESS;
-}
 
 const zcx_provider_ops_t kOps = {
     sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, "cuda_ipc", ZCX_PROVIDER_ID_CUDA_IPC,
-    ZCX_PROVIDER_LOCAL_ONLY | ZCX_PROVIDER_DEVICE_ONLY, c_init, c_finalize, c_devices,
-    c_get_properties, c_listen, c_connect, c_accept, c_peer_info, c_reg_mr, nullptr,
-    c_dereg_mr, c_isend, c_irecv, nullptr, c_test, c_close_comm, c_close_comm, c_close_listen,
-    nullptr, nullptr,
+    ZCX_PROVIDER_LOCAL_ONLY | ZCX_PROVIDER_DEVICE_ONLY, c_init, delete_as<Context>, c_devices,
+    c_get_properties, c_listen, c_connect, c_accept, peer_info_of<Comm>, c_reg_mr, nullptr,
+    dereg_marker, c_isend, c_irecv, nullptr, c_test, delete_as<Comm>, delete_as<Comm>,
+    delete_as<ListenComm>, nullptr, nullptr,
 };
 
 }  // namespace

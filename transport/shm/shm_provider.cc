@@ -1,5 +1,6 @@
 // The shm provider's ops table (transport/base/provider.h): C entry points that translate
 // to the C++ implementation and never let an exception out.
+#include "base/provider_entry.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config_vars.h"
@@ -66,11 +67,6 @@ void wait_cma_writer(Comm* c) {
 zcx_status_t c_init(const zcx_provider_init_t* self, void** ctx) {
   return to_c(do_init(self, ctx));
 }
-zcx_status_t c_finalize(void* ctx) {
-  if (ctx == nullptr) return ZCX_ERR_INVALID_ARG;
-  delete static_cast<Context*>(ctx);
-  return ZCX_SUCCESS;
-}
 zcx_status_t c_devices(void* ctx, int* ndev) {
   if (ctx == nullptr || ndev == nullptr) return ZCX_ERR_INVALID_ARG;
   *ndev = 1;
@@ -84,30 +80,20 @@ zcx_status_t c_get_properties(void* ctx, int dev, zcx_device_props_t* props) {
 zcx_status_t c_listen(void* ctx, int dev, void* handle, void** lc) {
   if (ctx == nullptr || dev != 0 || handle == nullptr || lc == nullptr)
     return ZCX_ERR_INVALID_ARG;
-  ListenComm* out = nullptr;
-  Status st = listen(static_cast<Context*>(ctx), handle, &out);
-  *lc = out;
-  return to_c(st);
+  return hand_out<ListenComm>(lc, [&](ListenComm** out) {
+    return listen(static_cast<Context*>(ctx), handle, out);
+  });
 }
 zcx_status_t c_connect(void* ctx, int dev, const void* handle, void** sc) {
   if (ctx == nullptr || dev != 0 || handle == nullptr || sc == nullptr)
     return ZCX_ERR_INVALID_ARG;
-  Comm* out = nullptr;
-  Status st = connect(static_cast<Context*>(ctx), handle, &out);
-  *sc = out;
-  return to_c(st);
+  return hand_out<Comm>(sc, [&](Comm** out) {
+    return connect(static_cast<Context*>(ctx), handle, out);
+  });
 }
 zcx_status_t c_accept(void* lc, void** rc) {
   if (lc == nullptr || rc == nullptr) return ZCX_ERR_INVALID_ARG;
-  Comm* out = nullptr;
-  Status st = accept(static_cast<ListenComm*>(lc), &out);
-  *rc = out;
-  return to_c(st);
-}
-zcx_status_t c_peer_info(void* comm, zcx_peer_info_t* info) {
-  if (comm == nullptr || info == nullptr) return ZCX_ERR_INVALID_ARG;
-  *info = static_cast<Comm*>(comm)->peer;
-  return ZCX_SUCCESS;
+  return hand_out<Comm>(rc, [&](Comm** out) { return accept(static_cast<ListenComm*>(lc), out); });
 }
 zcx_status_t c_reg_mr(void* comm, void* data, size_t size, int kind, void** mh) {
   if (comm == nullptr || mh == nullptr || (data == nullptr && size != 0))
@@ -120,9 +106,6 @@ zcx_status_t c_reg_mr(void* comm, void* data, size_t size, int kind, void** mh) 
   *mh = &g_host_region_marker;
   return ZCX_SUCCESS;
 }
-zcx_status_t c_dereg_mr(void* comm, void* mh) {
-  return comm == nullptr || mh == nullptr ? ZCX_ERR_INVALID_ARG : ZCX_SUCCESS;
-}
 zcx_status_t c_isend(void* sc, void* data, size_t size, int tag, void*, void** req) {
   if (sc == nullptr || req == nullptr || (data == nullptr && size != 0))
     return ZCX_ERR_INVALID_ARG;
@@ -130,19 +113,17 @@ zcx_status_t c_isend(void* sc, void* data, size_t size, int tag, void*, void** r
     return to_c(set_error(Status::kInvalidArg, kLogShm,
                           "shm isend: %zu bytes exceeds the %zu-byte message limit", size,
                           kMaxMessage));
-  Request* r = nullptr;
-  Status st = isend(static_cast<Comm*>(sc), data, size, tag, &r);
-  *req = r;
-  return to_c(st);
+  return hand_out<Request>(req, [&](Request** out) {
+    return isend(static_cast<Comm*>(sc), data, size, tag, out);
+  });
 }
 zcx_status_t c_irecv(void* rc, int n, void** data, size_t* sizes, int* tags, void**,
                      void** req) {
   if (rc == nullptr || req == nullptr || data == nullptr || sizes == nullptr)
     return ZCX_ERR_INVALID_ARG;
-  Request* r = nullptr;
-  Status st = irecv(static_cast<Comm*>(rc), n, data, sizes, tags, &r);
-  *req = r;
-  return to_c(st);
+  return hand_out<Request>(req, [&](Request** out) {
+    return irecv(static_cast<Comm*>(rc), n, data, sizes, tags, out);
+  });
 }
 zcx_status_t c_test(void* req, int* done, size_t* sizes) {
   if (req == nullptr || done == nullptr) return ZCX_ERR_INVALID_ARG;
@@ -150,32 +131,23 @@ zcx_status_t c_test(void* req, int* done, size_t* sizes) {
 }
 zcx_status_t c_close_send(void* sc) {
   auto* c = static_cast<Comm*>(sc);
-  if (c == nullptr) return ZCX_ERR_INVALID_ARG;
-  if (c->sline != nullptr) c->sline->closed.store(1, std::memory_order_release);
-  delete c;
-  return ZCX_SUCCESS;
+  if (c != nullptr && c->sline != nullptr) c->sline->closed.store(1, std::memory_order_release);
+  return delete_as<Comm>(c);
 }
 zcx_status_t c_close_recv(void* rc) {
   auto* c = static_cast<Comm*>(rc);
-  if (c == nullptr) return ZCX_ERR_INVALID_ARG;
-  if (c->rline != nullptr) {
+  if (c != nullptr && c->rline != nullptr) {
     c->rline->closed.store(1, std::memory_order_release);
     wait_cma_writer(c);
   }
-  delete c;
-  return ZCX_SUCCESS;
-}
-zcx_status_t c_close_listen(void* lc) {
-  if (lc == nullptr) return ZCX_ERR_INVALID_ARG;
-  delete static_cast<ListenComm*>(lc);
-  return ZCX_SUCCESS;
+  return delete_as<Comm>(c);
 }
 
 const zcx_provider_ops_t kOps = {
     sizeof(zcx_provider_ops_t), ZCX_PROVIDER_ABI_VERSION, "shm", ZCX_PROVIDER_ID_SHM,
-    ZCX_PROVIDER_LOCAL_ONLY, c_init, c_finalize, c_devices, c_get_properties, c_listen,
-    c_connect, c_accept, c_peer_info, c_reg_mr, nullptr, c_dereg_mr, c_isend, c_irecv,
-    nullptr, c_test, c_close_send, c_close_recv, c_close_listen, nullptr, nullptr,
+    ZCX_PROVIDER_LOCAL_ONLY, c_init, delete_as<Context>, c_devices, c_get_properties, c_listen,
+    c_connect, c_accept, peer_info_of<Comm>, c_reg_mr, nullptr, dereg_marker, c_isend, c_irecv,
+    nullptr, c_test, c_close_send, c_close_recv, delete_as<ListenComm>, nullptr, nullptr,
 };
 
 }  // namespace
