@@ -10,7 +10,6 @@
 
 #include <zcx/coll.h>
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -28,18 +27,6 @@ constexpr double kTimeoutS = 5.0;
 constexpr size_t kBytes = size_t{128} << 20;
 constexpr double kVictimProgressS = 0.05;  // the victim drives its allreduce this long
 constexpr int kAttempts = 4;
-
-std::set<std::string> zcx_shm_entries() {
-  std::set<std::string> out;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.find("zcx") != std::string::npos) out.insert(name);
-    }
-    closedir(d);
-  }
-  return out;
-}
 
 // The victim: its allreduce must really be under way (posted, progressed, not done) when it
 // dies. Reports "KILLED <monotonic seconds>" just before the signal. Should a descheduled
@@ -132,7 +119,7 @@ struct KillRun {
 void run_kill(const char* provider, KillRun* out) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
-  const std::set<std::string> shm_before = zcx_shm_entries();
+  const std::set<std::string> shm_before = test::zcx_shm_entries();
   std::vector<test::RankResult> res = test::run_rank_processes(
       kRanks, 90 * 1000, [&](int rank, int fd) { return kill_rank(provider, rank, fd); });
   const std::string& said = res[kVictim].report;
@@ -146,7 +133,7 @@ void run_kill(const char* provider, KillRun* out) {
     EXPECT_EQ(res[r].exit_code, 0) << "survivor rank " << r << ": " << res[r].report;
     out->survivors[r] = parse_survivor(res[r].report);
   }
-  for (const std::string& name : zcx_shm_entries())
+  for (const std::string& name : test::zcx_shm_entries())
     EXPECT_TRUE(shm_before.count(name)) << "left behind in /dev/shm: " << name;
 }
 

@@ -44,25 +44,6 @@ constexpr double kSilentS = kTimeoutS + 4.0;  // longer than any survivor waits
 constexpr size_t kCount = size_t{8} << 20;   // float32 elements: 32 MiB, never done alone
 constexpr const char* kHostB = "zcx-silent-host-b";  // ranks 2 and 3 with two hosts
 
-// Stops this process for kSilentS: a child of it sends SIGCONT then (a stopped process
-// cannot wake itself).
-void stop_for_a_while(int fd) {
-  const pid_t self = getpid();
-  const pid_t waker = fork();
-  if (waker == 0) {
-    close(fd);
-    usleep(static_cast<useconds_t>(kSilentS * 1e6));
-    kill(self, SIGCONT);
-    _exit(0);
-  }
-  if (waker < 0) {  // cannot stop safely: away as a sleeper (the test then says what differs)
-    usleep(static_cast<useconds_t>(kSilentS * 1e6));
-    return;
-  }
-  raise(SIGSTOP);
-  waitpid(waker, nullptr, 0);
-}
-
 // Rank 2: away for kSilentS, either before the call or inside it, then leaves.
 int silent_rank(zcx_comm_t comm, Silence how, std::vector<float>& buf, int fd) {
   zcx_coll_request_t req = nullptr;
@@ -73,7 +54,7 @@ int silent_rank(zcx_comm_t comm, Silence how, std::vector<float>& buf, int fd) {
     int done = 0;  // before the others call: nothing to move yet (later polls could finish)
     (void)zcx_coll_test(req, &done);
   }
-  if (how == Silence::kStopped) stop_for_a_while(fd);
+  if (how == Silence::kStopped) test::stop_self_for(kSilentS, fd);
   else usleep(static_cast<useconds_t>(kSilentS * 1e6));
   dprintf(fd, "AWAY\n");
   (void)zcx_comm_abort(comm);  // its operation can no longer complete

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -152,6 +154,40 @@ inline std::vector<LaneRun> run_lane_on_and_off(int n, int timeout_ms, const Ran
     runs.push_back({lane, run_rank_processes(n, timeout_ms, fn)});
   }
   return runs;
+}
+
+// The zcx entries of /dev/shm (segments are unlinked at once; one left there leaked).
+inline std::set<std::string> zcx_shm_entries() {
+  std::set<std::string> out;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.find("zcx") != std::string::npos) out.insert(name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// Stops this process (SIGSTOP) for `seconds`: a child of it sends SIGCONT then, since a
+// stopped process cannot wake itself. `fd` (a report pipe) is closed in that child. Where no
+// child can be made it sleeps instead, and says so on `fd`.
+inline void stop_self_for(double seconds, int fd) {
+  const pid_t self = getpid();
+  const pid_t waker = fork();
+  if (waker == 0) {
+    close(fd);
+    usleep(static_cast<useconds_t>(seconds * 1e6));
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  if (waker < 0) {
+    dprintf(fd, "NOT STOPPED (fork failed): slept instead\n");
+    usleep(static_cast<useconds_t>(seconds * 1e6));
+    return;
+  }
+  raise(SIGSTOP);
+  waitpid(waker, nullptr, 0);
 }
 
 // The kill tests' reports. The victim writes "KILLED <monotonic_s> ..." before it raises
