@@ -1,5 +1,6 @@
-// Random collectives and a member that dies or stops at a random point (4 processes, over shm
-// with the shared lane, and over tcp without it). Every rank runs the same pseudo-random
+// Random collectives and a member that dies or stops at a random point (4 processes: over shm
+// with the shared lane; over tcp without it; over tcp with ranks 2 and 3 on another host name,
+// where the survivors of the other host learn of a stopped member by asking it over TCP). Every rank runs the same pseudo-random
 // sequence of posted collectives (kind, 4 B to 4 MiB, root; finished with zcx_coll_wait or by
 // polling zcx_coll_test) from a seed, which also picks the victim, the step it faults in and
 // how often it polls that step first; with an odd seed that step is a large one, so the fault
@@ -19,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -35,8 +37,15 @@ constexpr double kStopS = kTimeoutS + 6.0;  // longer than any survivor waits
 constexpr size_t kMaxCount = size_t{1} << 20;  // float32 elements: 4 MiB
 constexpr int kMaxSteps = 400;
 constexpr uint64_t kSeeds[] = {11, 12, 13, 14};
+constexpr const char* kHostB = "zcx-chaos-host-b";  // ranks 2 and 3 with two hosts
 
 enum class Fault { kKill, kStop };
+
+struct Layout {
+  const char* name;
+  const char* provider;
+  bool two_hosts;  // ranks 2 and 3 under another host name (process_ranks.h, become_host)
+};
 
 // xorshift64: one sequence on every rank from the seed.
 struct Rng {
@@ -154,11 +163,13 @@ int survivor(zcx_comm_t comm, Rng& rng, const Plan& p, std::atomic<int>* failed,
   return 0;
 }
 
-int chaos_rank(const char* provider, uint64_t seed, Fault fault, std::atomic<int>* failed,
+int chaos_rank(const Layout& layout, uint64_t seed, Fault fault, std::atomic<int>* failed,
                int rank, int fd) {
-  test::use_provider(provider);
+  test::use_provider(layout.provider);
   // Over tcp every step goes through the provider (small ones too), over shm through the lane.
-  if (std::string(provider) == "tcp") setenv("ZCX_COLL_SHARED_LANE", "0", 1);
+  if (std::string(layout.provider) == "tcp") setenv("ZCX_COLL_SHARED_LANE", "0", 1);
+  if (layout.two_hosts && rank >= 2 && !test::become_host(kHostB))
+    return dprintf(fd, "HOST failed: %s\n", strerror(errno)), 2;
   zcx_comm_t comm = nullptr;
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
     return dprintf(fd, "INIT failed: %s\n", zcx_get_last_error()), 2;
@@ -176,24 +187,33 @@ double number_after(const std::string& text, const char* key) {
   return v;
 }
 
+// How the survivors' messages must name the victim: rank and host.
+std::string victim_named(const Layout& layout, int victim) {
+  char host[256] = {};
+  if (layout.two_hosts && victim >= 2) snprintf(host, sizeof host, "%s", kHostB);
+  else gethostname(host, sizeof host - 1);
+  const std::string v = std::to_string(victim);
+  return "rank " + v + " of 'world' (context rank " + v + ", host " + host + ")";
+}
+
 // One seed: every survivor failed in time, named the victim, stayed failed, destroyed in time.
-void check_run(const char* provider, Fault fault, uint64_t seed) {
+void check_run(const Layout& layout, Fault fault, uint64_t seed) {
   const Plan p = plan_of(seed);
   test::ForkShared<std::atomic<int>> failed;
   ASSERT_TRUE(failed.ok());
   const std::set<std::string> shm_before = test::zcx_shm_entries();
   std::vector<test::RankResult> res = test::run_rank_processes(
       kRanks, 90 * 1000,
-      [&](int rank, int fd) { return chaos_rank(provider, seed, fault, failed.get(), rank, fd); });
+      [&](int rank, int fd) { return chaos_rank(layout, seed, fault, failed.get(), rank, fd); });
   const double fault_at = test::victim_killed_at(res[p.victim]);
   ASSERT_GT(fault_at, 0) << "the victim never faulted: " << res[p.victim].report;
-  const std::string named = "rank " + std::to_string(p.victim) + " ";
+  const std::string named = victim_named(layout, p.victim);
   for (int r = 0; r < kRanks; ++r) {
     if (r == p.victim) continue;
     SCOPED_TRACE("survivor rank " + std::to_string(r) + ": " + res[r].report);
     const test::SurvivorResult s = test::survivor_result(res[r]);
     printf("[chaos] %s seed %llu victim %d step %d%s: rank %d failed %.2f s after the fault: %s\n",
-           provider, static_cast<unsigned long long>(seed), p.victim, p.step, p.large ? " (large)" : "", r,
+           layout.name, static_cast<unsigned long long>(seed), p.victim, p.step, p.large ? " (large)" : "", r,
            s.at - fault_at,
            s.message.c_str());
     EXPECT_EQ(res[r].exit_code, 0);
@@ -209,11 +229,14 @@ void check_run(const char* provider, Fault fault, uint64_t seed) {
     EXPECT_TRUE(shm_before.count(name)) << "left behind in /dev/shm: " << name;
 }
 
-class CollChaos : public ::testing::TestWithParam<std::tuple<const char*, Fault>> {
+class CollChaos : public ::testing::TestWithParam<std::tuple<Layout, Fault>> {
  protected:
   void SetUp() override {
-    test::ScopedEnv only("ZCX_PROVIDERS", std::get<0>(GetParam()));
-    if (providers_selected().empty()) GTEST_SKIP() << std::get<0>(GetParam()) << " is not built";
+    const Layout& layout = std::get<0>(GetParam());
+    test::ScopedEnv only("ZCX_PROVIDERS", layout.provider);
+    if (providers_selected().empty()) GTEST_SKIP() << layout.provider << " is not built";
+    if (layout.two_hosts && !test::can_become_host())
+      GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
   }
 };
 
@@ -226,13 +249,15 @@ TEST_P(CollChaos, EverySurvivorFailsInTimeNamingTheVictim) {
   }
 }
 
-std::string chaos_name(const ::testing::TestParamInfo<std::tuple<const char*, Fault>>& info) {
-  return std::string(std::get<0>(info.param)) +
+std::string chaos_name(const ::testing::TestParamInfo<std::tuple<Layout, Fault>>& info) {
+  return std::string(std::get<0>(info.param).name) +
          (std::get<1>(info.param) == Fault::kKill ? "_kill" : "_stop");
 }
 
 INSTANTIATE_TEST_SUITE_P(ProvidersAndFaults, CollChaos,
-                         ::testing::Combine(::testing::Values("shm", "tcp"),
+                         ::testing::Combine(::testing::Values(Layout{"shm", "shm", false},
+                                                              Layout{"tcp", "tcp", false},
+                                                              Layout{"tcp_two_hosts", "tcp", true}),
                                             ::testing::Values(Fault::kKill, Fault::kStop)),
                          chaos_name);
 

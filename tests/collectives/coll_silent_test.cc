@@ -20,9 +20,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sched.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -82,8 +79,7 @@ int silent_test_rank(const char* provider, Silence how, bool two_hosts, int rank
   // on it, the others on them (over shm, every member waits on rank 2's lane slot).
   if (std::string(provider) == "tcp") setenv("ZCX_COLL_SHARED_LANE", "0", 1);
   if (two_hosts) setenv("ZCX_ALGO", "allreduce:ring", 1);  // not the hierarchical one
-  if (two_hosts && rank >= 2 &&
-      (unshare(CLONE_NEWUTS) != 0 || sethostname(kHostB, strlen(kHostB)) != 0))
+  if (two_hosts && rank >= 2 && !test::become_host(kHostB))
     return dprintf(fd, "HOST failed: %s\n", strerror(errno)), 2;
   zcx_comm_t comm = nullptr;
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS)
@@ -135,24 +131,15 @@ TEST_P(CollSilent, EverySurvivorNamesTheMemberThatStoppedPolling) {
   });
 }
 
-// Whether this machine lets a process take a host name of its own (root, or a user namespace).
-bool can_rename_host() {
-  const pid_t child = fork();
-  if (child == 0)
-    _exit(unshare(CLONE_NEWUTS) == 0 && sethostname(kHostB, strlen(kHostB)) == 0 ? 0 : 1);
-  int st = 0;
-  return child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
 // Only tcp reaches another host here (shm is for one host; ib and ucx need their devices).
 TEST(CollSilentTwoHosts, EverySurvivorNamesTheMemberThatNeverCalled) {
-  if (!can_rename_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
+  if (!test::can_become_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
   expect_every_survivor_names_rank_2("tcp", Silence::kAbsent,
                                      [](int) { return "has not called this operation"; }, true);
 }
 
 TEST(CollSilentTwoHosts, EverySurvivorNamesTheStoppedMember) {
-  if (!can_rename_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
+  if (!test::can_become_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
   expect_every_survivor_names_rank_2("tcp", Silence::kStopped, [](int r) {
     return r == 3 ? "called this operation but is not polling it"  // its page, on host b
                   : "did not answer an activity query within 1 s";

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -188,6 +189,21 @@ inline void stop_self_for(double seconds, int fd) {
   }
   raise(SIGSTOP);
   waitpid(waker, nullptr, 0);
+}
+
+// Gives this process a host name of its own (a UTS namespace, so the real host is untouched):
+// to zcx it is then on another host (the bootstrap groups ranks by host name, and the host
+// identity decides where shm may be used), while it shares this machine's network.
+inline bool become_host(const std::string& name) {
+  return unshare(CLONE_NEWUTS) == 0 && sethostname(name.c_str(), name.size()) == 0;
+}
+
+// Whether this machine lets a process do so (root, or a user namespace), tried in a child.
+inline bool can_become_host() {
+  const pid_t child = fork();
+  if (child == 0) _exit(become_host("zcx-host-probe") ? 0 : 1);
+  int st = 0;
+  return child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 // The kill tests' reports. The victim writes "KILLED <monotonic_s> ..." before it raises

@@ -4,9 +4,9 @@
 #include "bootstrap/test_util.h"
 #include "common/config.h"
 #include "matrix/matrix_kinds.h"
+#include "process_ranks.h"
 
 #include <malloc.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <zcx/coll.h>
@@ -88,8 +88,7 @@ int rounding_depth(CollKind kind, Algo algo, int n) {
 // real host is untouched). The communicator groups ranks by the bootstrap's host name, and
 // the context's host identity (host name + boot id) decides where shm may be used.
 bool enter_emulated_host(int rank, int n) {
-  std::string name = "zcx-emulated-" + std::to_string(emulated_host(rank, n));
-  return unshare(CLONE_NEWUTS) == 0 && sethostname(name.c_str(), name.size()) == 0;
+  return test::become_host("zcx-emulated-" + std::to_string(emulated_host(rank, n)));
 }
 
 // The same ranks as `world`, on emulated hosts (so hier really runs), from a unique id rank 0
