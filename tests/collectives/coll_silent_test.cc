@@ -133,13 +133,15 @@ TEST_P(CollSilent, EverySurvivorNamesTheMemberThatStoppedPolling) {
 
 // Only tcp reaches another host here (shm is for one host; ib and ucx need their devices).
 TEST(CollSilentTwoHosts, EverySurvivorNamesTheMemberThatNeverCalled) {
-  if (!test::can_become_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
+  if (!test::can_become_host())
+    GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
   expect_every_survivor_names_rank_2("tcp", Silence::kAbsent,
                                      [](int) { return "has not called this operation"; }, true);
 }
 
 TEST(CollSilentTwoHosts, EverySurvivorNamesTheStoppedMember) {
-  if (!test::can_become_host()) GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
+  if (!test::can_become_host())
+    GTEST_SKIP() << "unshare(CLONE_NEWUTS) is not permitted here (not root)";
   expect_every_survivor_names_rank_2("tcp", Silence::kStopped, [](int r) {
     return r == 3 ? "called this operation but is not polling it"  // its page, on host b
                   : "did not answer an activity query within 1 s";

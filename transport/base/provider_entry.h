@@ -1,6 +1,7 @@
 // Pieces of a provider's C entry points (provider.h) that do not depend on the transport:
-// handing a made object out through a void** and deleting one given back. shm and cuda_ipc
-// build their ops tables from them; tcp, ib and ucx have entry points with more to do.
+// handing a made object out through a void**, deleting one given back, a comm's peer, and
+// the dereg of a registration that is only a marker. shm and cuda_ipc build their ops tables
+// from them; tcp, ib and ucx have entry points with more to do.
 #pragma once
 
 #include "base/provider.h"
