@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ostream>
 #include <set>
 #include <string>
 #include <tuple>
@@ -46,6 +47,12 @@ struct Layout {
   const char* provider;
   bool two_hosts;  // ranks 2 and 3 under another host name (process_ranks.h, become_host)
 };
+
+// What gtest prints for the parameters (and ctest's test names carry).
+void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
+void PrintTo(Fault fault, std::ostream* os) {
+  *os << (fault == Fault::kKill ? "SIGKILL" : "SIGSTOP");
+}
 
 // xorshift64: one sequence on every rank from the seed.
 struct Rng {

@@ -15,7 +15,6 @@
 
 #include <zcx/coll.h>
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -30,18 +29,6 @@ namespace {
 constexpr int kRanks = 4;
 constexpr int kVictim = 2;
 constexpr double kTimeoutS = 4.0;
-
-std::set<std::string> zcx_shm_entries() {
-  std::set<std::string> out;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.find("zcx") != std::string::npos) out.insert(name);
-    }
-    closedir(d);
-  }
-  return out;
-}
 
 // The algorithm the planner chose for a request-based small allreduce (checked result).
 // Returns the algorithm name, or "error: ..." / "wrong: ...".
@@ -163,7 +150,7 @@ int kill_rank(int rank, int fd) {
 TEST(CollLane, EverySurvivorNamesARankKilledBetweenLaneOperations) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", std::to_string(kTimeoutS));
-  const std::set<std::string> shm_before = zcx_shm_entries();
+  const std::set<std::string> shm_before = test::zcx_shm_entries();
   std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, kill_rank);
   const double killed_at = test::victim_killed_at(res[kVictim]);
   ASSERT_GE(killed_at, 0) << res[kVictim].report;
@@ -191,7 +178,7 @@ TEST(CollLane, EverySurvivorNamesARankKilledBetweenLaneOperations) {
     EXPECT_NE(sticky, ZCX_SUCCESS);
     EXPECT_LE(sticky_s, 1.0);
   }
-  for (const std::string& name : zcx_shm_entries())
+  for (const std::string& name : test::zcx_shm_entries())
     EXPECT_TRUE(shm_before.count(name)) << "left behind in /dev/shm: " << name;
 }
 
