@@ -142,7 +142,7 @@ int victim(zcx_comm_t comm, Rng& rng, const Plan& p, Fault fault, int fd) {
 }
 
 // A survivor: runs the sequence until a step fails; "RESULT <status> <monotonic_s>" and the
-// message (process_ranks.h), then "STEP <k>", "STICKY <status>", "DESTROY <seconds>". It
+// message (process_ranks.h), then "STEP <k>", "STICKY ..." and "DESTROY ...". It
 // keeps its communicator until every survivor has failed (or the bound passed), so that no
 // survivor's teardown is what another one reports.
 int survivor(zcx_comm_t comm, Rng& rng, const Plan& p, std::atomic<int>* failed, int fd) {
@@ -161,12 +161,11 @@ int survivor(zcx_comm_t comm, Rng& rng, const Plan& p, std::atomic<int>* failed,
   for (const double until = test::monotonic_s() + kTimeoutS + 3.0;
        failed->load() < kRanks - 1 && test::monotonic_s() < until;)
     usleep(10 * 1000);
-  zcx_coll_request_t req = nullptr;
-  bool wait = false;
-  dprintf(fd, "STICKY %d\n", static_cast<int>(post_step(rng, comm, b, false, &req, &wait)));
-  const double t0 = test::monotonic_s();
-  (void)zcx_comm_destroy(comm);
-  dprintf(fd, "DESTROY %.3f\n", test::monotonic_s() - t0);
+  (void)test::report_sticky_and_destroy(comm, fd, [&] {
+    zcx_coll_request_t req = nullptr;
+    bool wait = false;
+    return post_step(rng, comm, b, false, &req, &wait);
+  });
   return 0;
 }
 
@@ -187,20 +186,10 @@ int chaos_rank(const Layout& layout, uint64_t seed, Fault fault, std::atomic<int
   return rank == p.victim ? victim(comm, rng, p, fault, fd) : survivor(comm, rng, p, failed, fd);
 }
 
-double number_after(const std::string& text, const char* key) {
-  const size_t at = text.find(key);
-  double v = -1;
-  if (at != std::string::npos) sscanf(text.c_str() + at + strlen(key), " %lf", &v);
-  return v;
-}
-
 // How the survivors' messages must name the victim: rank and host.
 std::string victim_named(const Layout& layout, int victim) {
-  char host[256] = {};
-  if (layout.two_hosts && victim >= 2) snprintf(host, sizeof host, "%s", kHostB);
-  else gethostname(host, sizeof host - 1);
-  const std::string v = std::to_string(victim);
-  return "rank " + v + " of 'world' (context rank " + v + ", host " + host + ")";
+  const bool on_b = layout.two_hosts && victim >= 2;
+  return test::world_member_named(victim, on_b ? std::string(kHostB) : test::this_host_name());
 }
 
 // One seed: every survivor failed in time, named the victim, stayed failed, destroyed in time.
@@ -227,12 +216,9 @@ void check_run(const Layout& layout, Fault fault, uint64_t seed) {
     EXPECT_NE(s.status, ZCX_SUCCESS);
     EXPECT_LE(s.at - fault_at, kTimeoutS + 2.0) << "failed too late after the fault";
     EXPECT_NE(s.message.find(named), std::string::npos) << "does not name the victim";
-    EXPECT_GT(number_after(res[r].report, "STICKY"), 0) << "took an operation after failing";
-    EXPECT_GE(number_after(res[r].report, "DESTROY"), 0) << "destroy did not return";
-    EXPECT_LE(number_after(res[r].report, "DESTROY"), kTimeoutS + 2.0);
+    test::expect_sticky_and_bounded_destroy(s, kTimeoutS + 2.0);
   }
-  for (const std::string& name : test::zcx_shm_entries())
-    EXPECT_TRUE(shm_before.count(name)) << "left behind in /dev/shm: " << name;
+  test::expect_no_new_zcx_shm(shm_before);
 }
 
 class CollChaos : public ::testing::TestWithParam<std::tuple<Layout, Fault>> {

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <sstream>
 #include <vector>
 
 namespace zcx {
@@ -65,13 +64,10 @@ int survivor(zcx_comm_t comm, std::vector<float>& buf, int fd) {
   // Stay (with the failed communicator) until every survivor has had its chance to fail on
   // its own, so that no survivor's teardown is what the others report.
   usleep(static_cast<useconds_t>((kTimeoutS + 1.5) * 1e6));
-  double t0 = test::monotonic_s();
   float one = 1;
-  zcx_status_t again = zcx_allreduce(&one, &one, 1, ZCX_FLOAT32, ZCX_SUM, comm, nullptr);
-  dprintf(fd, "STICKY %d %.3f\n", static_cast<int>(again), test::monotonic_s() - t0);
-  t0 = test::monotonic_s();
-  zcx_status_t destroyed = zcx_comm_destroy(comm);
-  dprintf(fd, "DESTROY %d %.3f\n", static_cast<int>(destroyed), test::monotonic_s() - t0);
+  (void)test::report_sticky_and_destroy(comm, fd, [&] {
+    return zcx_allreduce(&one, &one, 1, ZCX_FLOAT32, ZCX_SUM, comm, nullptr);
+  });
   return 0;
 }
 
@@ -90,30 +86,11 @@ int kill_rank(const char* provider, int rank, int fd) {
   return rank == kVictim ? victim(comm, buf, fd) : survivor(comm, buf, fd);
 }
 
-struct SurvivorReport {
-  int status = -1;
-  double returned_at = 0, sticky_s = -1, destroy_s = -1;
-  int sticky = -1, destroyed = -1;
-  std::string message;
-};
-
-SurvivorReport parse_survivor(const std::string& text) {
-  SurvivorReport r;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (sscanf(line.c_str(), "RESULT %d %lf", &r.status, &r.returned_at) == 2) std::getline(in, r.message);
-    sscanf(line.c_str(), "STICKY %d %lf", &r.sticky, &r.sticky_s);
-    sscanf(line.c_str(), "DESTROY %d %lf", &r.destroyed, &r.destroy_s);
-  }
-  return r;
-}
-
 // Runs the kill scenario (provider set by the caller's parameter) and checks what every
 // test shares: the victim died mid-allreduce, every survivor exited, no /dev/shm leftovers.
 struct KillRun {
   double killed_at = 0;
-  std::vector<SurvivorReport> survivors;  // by rank; the victim's entry is unused
+  std::vector<test::SurvivorResult> survivors;  // by rank; the victim's entry is unused
 };
 
 void run_kill(const char* provider, KillRun* out) {
@@ -122,22 +99,19 @@ void run_kill(const char* provider, KillRun* out) {
   const std::set<std::string> shm_before = test::zcx_shm_entries();
   std::vector<test::RankResult> res = test::run_rank_processes(
       kRanks, 90 * 1000, [&](int rank, int fd) { return kill_rank(provider, rank, fd); });
-  const std::string& said = res[kVictim].report;
-  size_t at = said.find("KILLED");
-  ASSERT_NE(at, std::string::npos) << "the victim never died mid-allreduce: " << said;
-  ASSERT_EQ(sscanf(said.c_str() + at, "KILLED %lf", &out->killed_at), 1) << said;
+  out->killed_at = test::victim_killed_at(res[kVictim]);
+  ASSERT_GE(out->killed_at, 0) << "the victim never died mid-allreduce: " << res[kVictim].report;
   EXPECT_EQ(res[kVictim].exit_code, 128 + SIGKILL);
   out->survivors.resize(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     if (r == kVictim) continue;
     EXPECT_EQ(res[r].exit_code, 0) << "survivor rank " << r << ": " << res[r].report;
-    out->survivors[r] = parse_survivor(res[r].report);
+    out->survivors[r] = test::survivor_result(res[r]);
   }
-  for (const std::string& name : test::zcx_shm_entries())
-    EXPECT_TRUE(shm_before.count(name)) << "left behind in /dev/shm: " << name;
+  test::expect_no_new_zcx_shm(shm_before);
 }
 
-bool names_victim(const SurvivorReport& s) {
+bool names_victim(const test::SurvivorResult& s) {
   return s.message.find("rank " + std::to_string(kVictim) + " ") != std::string::npos;
 }
 
@@ -152,20 +126,17 @@ TEST_P(CollKill, SurvivorsFailWithinTheTimeoutAndTheNeighboursNameTheDeadRank) {
   ASSERT_NO_FATAL_FAILURE(run_kill(provider, &run));
   for (int r = 0; r < kRanks; ++r) {
     if (r == kVictim) continue;
-    const SurvivorReport& s = run.survivors[r];
+    const test::SurvivorResult& s = run.survivors[r];
     SCOPED_TRACE("survivor rank " + std::to_string(r) + ": " + s.message);
     printf("[kill] %s rank %d: failed %.2f s after the kill, status %d: %s\n", provider, r,
-           s.returned_at - run.killed_at, s.status, s.message.c_str());
+           s.at - run.killed_at, s.status, s.message.c_str());
     EXPECT_NE(s.status, -1) << "no result reported";
     EXPECT_NE(s.status, ZCX_SUCCESS);
-    EXPECT_LE(s.returned_at - run.killed_at, kTimeoutS + 2.0) << "failed too late after the kill";
+    EXPECT_LE(s.at - run.killed_at, kTimeoutS + 2.0) << "failed too late after the kill";
     if (r == (kVictim + 1) % kRanks || r == (kVictim + kRanks - 1) % kRanks) {
       EXPECT_TRUE(names_victim(s)) << "a neighbour of the dead rank does not name it";
     }
-    EXPECT_NE(s.sticky, ZCX_SUCCESS) << "the communicator still accepts operations";
-    EXPECT_LE(s.sticky_s, 1.0) << "the sticky error should be immediate";
-    EXPECT_GE(s.destroy_s, 0.0) << "zcx_comm_destroy did not return";
-    EXPECT_LE(s.destroy_s, kTimeoutS + 2.0);
+    test::expect_sticky_and_bounded_destroy(s, kTimeoutS + 2.0);
   }
 }
 

@@ -19,7 +19,6 @@
 
 #include <cstdio>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -141,10 +140,10 @@ int kill_rank(int rank, int fd) {
   while (st == ZCX_SUCCESS) st = zcx_allreduce(&v, &v, 1, ZCX_FLOAT32, ZCX_MIN, comm, nullptr);
   dprintf(fd, "RESULT %d %.6f\n%s\n", static_cast<int>(st), test::monotonic_s(), zcx_get_last_error());
   usleep(static_cast<useconds_t>((kTimeoutS + 1.5) * 1e6));  // the others fail on their own
-  const double t0 = test::monotonic_s();
-  zcx_status_t again = zcx_allreduce(&v, &v, 1, ZCX_FLOAT32, ZCX_MIN, comm, nullptr);
-  dprintf(fd, "STICKY %d %.3f\n", static_cast<int>(again), test::monotonic_s() - t0);
-  return zcx_comm_destroy(comm) == ZCX_SUCCESS ? 0 : 3;
+  const zcx_status_t destroyed = test::report_sticky_and_destroy(comm, fd, [&] {
+    return zcx_allreduce(&v, &v, 1, ZCX_FLOAT32, ZCX_MIN, comm, nullptr);
+  });
+  return destroyed == ZCX_SUCCESS ? 0 : 3;
 }
 
 TEST(CollLane, EverySurvivorNamesARankKilledBetweenLaneOperations) {
@@ -160,26 +159,16 @@ TEST(CollLane, EverySurvivorNamesARankKilledBetweenLaneOperations) {
     SCOPED_TRACE("survivor rank " + std::to_string(r) + ": " + res[r].report);
     EXPECT_EQ(res[r].exit_code, 0);
     const test::SurvivorResult s = test::survivor_result(res[r]);
-    const int status = s.status;
-    const double at = s.at;
-    const std::string& message = s.message;
-    int sticky = -1;
-    double sticky_s = -1;
-    std::istringstream in(res[r].report);
-    std::string line;
-    while (std::getline(in, line)) sscanf(line.c_str(), "STICKY %d %lf", &sticky, &sticky_s);
-    printf("[lane kill] rank %d: failed %.2f s after the kill, status %d: %s\n", r, at - killed_at,
-           status, message.c_str());
-    EXPECT_NE(status, -1);
-    EXPECT_NE(status, ZCX_SUCCESS);
-    EXPECT_LE(at - killed_at, kTimeoutS + 2.0);
-    EXPECT_NE(message.find("rank 2 "), std::string::npos) << "the dead rank is not named";
-    EXPECT_NE(message.find("died"), std::string::npos) << "the cause is not given";
-    EXPECT_NE(sticky, ZCX_SUCCESS);
-    EXPECT_LE(sticky_s, 1.0);
+    printf("[lane kill] rank %d: failed %.2f s after the kill, status %d: %s\n", r,
+           s.at - killed_at, s.status, s.message.c_str());
+    EXPECT_NE(s.status, -1);
+    EXPECT_NE(s.status, ZCX_SUCCESS);
+    EXPECT_LE(s.at - killed_at, kTimeoutS + 2.0);
+    EXPECT_NE(s.message.find("rank 2 "), std::string::npos) << "the dead rank is not named";
+    EXPECT_NE(s.message.find("died"), std::string::npos) << "the cause is not given";
+    test::expect_sticky_and_bounded_destroy(s, kTimeoutS + 2.0);
   }
-  for (const std::string& name : test::zcx_shm_entries())
-    EXPECT_TRUE(shm_before.count(name)) << "left behind in /dev/shm: " << name;
+  test::expect_no_new_zcx_shm(shm_before);
 }
 
 }  // namespace

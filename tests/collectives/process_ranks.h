@@ -8,6 +8,8 @@
 #include "base/registry.h"
 #include "common/socket.h"
 
+#include <zcx/coll.h>
+
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -170,6 +172,12 @@ inline std::set<std::string> zcx_shm_entries() {
   return out;
 }
 
+// Fails the test for each zcx entry of /dev/shm that was not there `before` (a leak).
+inline void expect_no_new_zcx_shm(const std::set<std::string>& before) {
+  for (const std::string& name : zcx_shm_entries())
+    EXPECT_TRUE(before.count(name)) << "left behind in /dev/shm: " << name;
+}
+
 // Stops this process (SIGSTOP) for `seconds`: a child of it sends SIGCONT then, since a
 // stopped process cannot wake itself. `fd` (a report pipe) is closed in that child. Where no
 // child can be made it sleeps instead, and says so on `fd`.
@@ -206,9 +214,10 @@ inline bool can_become_host() {
   return child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-// The kill tests' reports. The victim writes "KILLED <monotonic_s> ..." before it raises
-// SIGKILL; a survivor writes "RESULT <status> <monotonic_s>" and its error on the next line.
-// Returns the victim's time of death, or -1 when it did not say.
+// The fault tests' reports. The victim writes "KILLED <monotonic_s> ..." before it raises
+// its signal; a survivor writes "RESULT <status> <monotonic_s>" and its error on the next
+// line, then (report_sticky_and_destroy) "STICKY <status> <seconds>" and
+// "DESTROY <status> <seconds>". Returns the victim's time of death, or -1 when it did not say.
 inline double victim_killed_at(const RankResult& victim) {
   const std::string& said = victim.report;
   double at = -1;
@@ -216,19 +225,65 @@ inline double victim_killed_at(const RankResult& victim) {
   return at;
 }
 
+// A survivor's ending after its error: `again` (one more operation, which must fail at once:
+// the error sticks), then zcx_comm_destroy (which must return in bounded time). Returns
+// destroy's status.
+template <typename Again>
+inline zcx_status_t report_sticky_and_destroy(zcx_comm_t comm, int fd, Again&& again) {
+  double t0 = monotonic_s();
+  const zcx_status_t sticky = again();
+  dprintf(fd, "STICKY %d %.3f\n", static_cast<int>(sticky), monotonic_s() - t0);
+  t0 = monotonic_s();
+  const zcx_status_t destroyed = zcx_comm_destroy(comm);
+  dprintf(fd, "DESTROY %d %.3f\n", static_cast<int>(destroyed), monotonic_s() - t0);
+  return destroyed;
+}
+
 struct SurvivorResult {
   int status = -1;  // -1: no RESULT line
   double at = 0;
   std::string message;
+  int sticky = -1, destroyed = -1;  // -1: no STICKY / DESTROY line
+  double sticky_s = -1, destroy_s = -1;
 };
 
 inline SurvivorResult survivor_result(const RankResult& survivor) {
   SurvivorResult out;
   std::istringstream in(survivor.report);
   std::string line;
-  while (std::getline(in, line))
+  while (std::getline(in, line)) {
     if (sscanf(line.c_str(), "RESULT %d %lf", &out.status, &out.at) == 2) std::getline(in, out.message);
+    sscanf(line.c_str(), "STICKY %d %lf", &out.sticky, &out.sticky_s);
+    sscanf(line.c_str(), "DESTROY %d %lf", &out.destroyed, &out.destroy_s);
+  }
   return out;
+}
+
+// What every fault test asks of a survivor's ending: the error stuck, at once (a missing
+// STICKY line fails too), and destroy returned within `destroy_bound_s`.
+inline void expect_sticky_and_bounded_destroy(const SurvivorResult& s, double destroy_bound_s) {
+  EXPECT_GT(s.sticky, ZCX_SUCCESS) << "took an operation after failing, or did not say";
+  EXPECT_LE(s.sticky_s, 1.0) << "the sticky error should be immediate";
+  EXPECT_GE(s.destroy_s, 0.0) << "zcx_comm_destroy did not return";
+  EXPECT_LE(s.destroy_s, destroy_bound_s);
+}
+
+// How the library names member `rank` of the world communicator in an error (comm.cc), up to
+// its host; with `host`, whole.
+inline std::string world_member_named(int rank) {
+  const std::string r = std::to_string(rank);
+  return "rank " + r + " of 'world' (context rank " + r + ", host ";
+}
+
+inline std::string world_member_named(int rank, const std::string& host) {
+  return world_member_named(rank) + host + ")";
+}
+
+// This process's host name, as the bootstrap reports it for ranks that did not become_host.
+inline std::string this_host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
 }
 
 // A multi-process test over one provider, named by the parameter; skipped where that
