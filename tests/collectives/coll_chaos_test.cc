@@ -34,7 +34,7 @@ namespace {
 
 constexpr int kRanks = 4;
 constexpr double kTimeoutS = 3.0;
-constexpr double kStopS = kTimeoutS + 6.0;  // longer than any survivor waits
+constexpr double kStopS = kTimeoutS + 6.0;  // longer than any survivor waits (or until all failed)
 constexpr size_t kMaxCount = size_t{1} << 20;  // float32 elements: 4 MiB
 constexpr int kMaxSteps = 400;
 constexpr uint64_t kSeeds[] = {11, 12, 13, 14};
@@ -118,8 +118,10 @@ zcx_status_t finish(zcx_coll_request_t req, bool wait) {
 }
 
 // The victim: runs the sequence up to its step, posts that step, polls it, then faults.
-// Reports "KILLED <monotonic_s> step <k>" just before the fault (process_ranks.h).
-int victim(zcx_comm_t comm, Rng& rng, const Plan& p, Fault fault, int fd) {
+// Reports "KILLED <monotonic_s> step <k>" just before the fault (process_ranks.h). Stopped,
+// it is woken once every survivor has failed (`failed`), which no later step depends on.
+int victim(zcx_comm_t comm, Rng& rng, const Plan& p, Fault fault, std::atomic<int>* failed,
+           int fd) {
   Buffers b;
   zcx_coll_request_t req = nullptr;
   bool wait = false;
@@ -135,7 +137,7 @@ int victim(zcx_comm_t comm, Rng& rng, const Plan& p, Fault fault, int fd) {
       return dprintf(fd, "VICTIM poll failed: %s\n", zcx_get_last_error()), 3;
   dprintf(fd, "KILLED %.6f step %d %s\n", test::monotonic_s(), p.step, done ? "done" : "posted");
   if (fault == Fault::kKill) raise(SIGKILL);
-  test::stop_self_for(kStopS, fd);
+  test::stop_self_for(kStopS, fd, [failed] { return failed->load() >= kRanks - 1; });
   dprintf(fd, "AWAY\n");
   (void)zcx_comm_abort(comm);
   return 0;
@@ -183,7 +185,8 @@ int chaos_rank(const Layout& layout, uint64_t seed, Fault fault, std::atomic<int
     return dprintf(fd, "BARRIER failed: %s\n", zcx_get_last_error()), 2;
   Rng rng{seed};
   const Plan p = plan_of(seed);
-  return rank == p.victim ? victim(comm, rng, p, fault, fd) : survivor(comm, rng, p, failed, fd);
+  return rank == p.victim ? victim(comm, rng, p, fault, failed, fd)
+                          : survivor(comm, rng, p, failed, fd);
 }
 
 // How the survivors' messages must name the victim: rank and host.

@@ -178,15 +178,31 @@ inline void expect_no_new_zcx_shm(const std::set<std::string>& before) {
     EXPECT_TRUE(before.count(name)) << "left behind in /dev/shm: " << name;
 }
 
+// Whether process `pid` is stopped (state T in /proc/<pid>/stat).
+inline bool process_stopped(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = fopen(path, "r");
+  if (f == nullptr) return false;
+  char state = 0;
+  const int got = fscanf(f, "%*d (%*[^)]) %c", &state);
+  fclose(f);
+  return got == 1 && state == 'T';
+}
+
 // Stops this process (SIGSTOP) for `seconds`: a child of it sends SIGCONT then, since a
-// stopped process cannot wake itself. `fd` (a report pipe) is closed in that child. Where no
-// child can be made it sleeps instead, and says so on `fd`.
-inline void stop_self_for(double seconds, int fd) {
+// stopped process cannot wake itself. `fd` (a report pipe) is closed in that child. With
+// `wake_early` (read in the child, so it must look at memory shared across fork), the child
+// sends SIGCONT as soon as that holds once this process is seen stopped. Where no child can
+// be made it sleeps instead, and says so on `fd`.
+inline void stop_self_for(double seconds, int fd, const std::function<bool()>& wake_early = {}) {
   const pid_t self = getpid();
   const pid_t waker = fork();
   if (waker == 0) {
     close(fd);
-    usleep(static_cast<useconds_t>(seconds * 1e6));
+    const double until = monotonic_s() + seconds;
+    while (monotonic_s() < until && !(wake_early && process_stopped(self) && wake_early()))
+      usleep(10 * 1000);
     kill(self, SIGCONT);
     _exit(0);
   }
@@ -206,12 +222,16 @@ inline bool become_host(const std::string& name) {
   return unshare(CLONE_NEWUTS) == 0 && sethostname(name.c_str(), name.size()) == 0;
 }
 
-// Whether this machine lets a process do so (root, or a user namespace), tried in a child.
+// Whether this machine lets a process do so (root, or a user namespace), tried once per test
+// process in a child.
 inline bool can_become_host() {
-  const pid_t child = fork();
-  if (child == 0) _exit(become_host("zcx-host-probe") ? 0 : 1);
-  int st = 0;
-  return child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  static const bool can = [] {
+    const pid_t child = fork();
+    if (child == 0) _exit(become_host("zcx-host-probe") ? 0 : 1);
+    int st = 0;
+    return child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }();
+  return can;
 }
 
 // The fault tests' reports. The victim writes "KILLED <monotonic_s> ..." before it raises
