@@ -6,6 +6,7 @@
 #include "common/config.h"
 
 #include <numeric>
+#include <ostream>
 
 namespace zcx::coll::fake {
 namespace {
@@ -14,6 +15,9 @@ struct AlgoCase {
   const char* algo;
   int n;
 };
+
+// What gtest prints for a case (and ctest's test names carry), rather than its bytes.
+void PrintTo(const AlgoCase& c, std::ostream* os) { *os << c.algo << ", n=" << c.n; }
 
 std::string case_name(const ::testing::TestParamInfo<AlgoCase>& info) {
   return std::string(info.param.algo) + "_n" + std::to_string(info.param.n);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iterator>
+#include <ostream>
 #include <set>
 #include <sstream>
 
@@ -52,6 +53,9 @@ struct GroupParam {
   const char* provider;
   int nranks;
 };
+
+// What gtest prints for a group (and ctest's test names carry), rather than its bytes.
+void PrintTo(const GroupParam& p, std::ostream* os) { *os << p.provider << ", n=" << p.nranks; }
 
 class CollMatrix : public ::testing::TestWithParam<GroupParam> {};
 

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,16 @@ TEST_P(CudaIpcWire, cudamalloc_MalformedDataFailsTheReceive) {
   }, 30000);
 }
 
-std::string bad_data_name(const ::testing::TestParamInfo<BadData>& info) {
+const char* bad_data_label(BadData kind) {
   static const char* const kNames[] = {"NoFd", "ShortMemfd", "Unsealed", "OverCapacity"};
-  return kNames[static_cast<int>(info.param)];
+  return kNames[static_cast<int>(kind)];
+}
+
+// What gtest prints for a forgery (and ctest's test names carry), rather than its bytes.
+void PrintTo(BadData kind, std::ostream* os) { *os << bad_data_label(kind); }
+
+std::string bad_data_name(const ::testing::TestParamInfo<BadData>& info) {
+  return bad_data_label(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(Forged, CudaIpcWire,

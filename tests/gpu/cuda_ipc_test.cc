@@ -101,9 +101,7 @@ TEST_P(CudaIpcTest, MeshExchangeVerified) {
 }
 
 std::string mesh_name(const ::testing::TestParamInfo<std::tuple<int, Alloc>>& info) {
-  static const char* const kNames[] = {"cudamalloc", "vmm", "vmmsegments", "vmmnofd"};
-  return std::to_string(std::get<0>(info.param)) + "ranks_" +
-         kNames[static_cast<int>(std::get<1>(info.param))];
+  return std::to_string(std::get<0>(info.param)) + "ranks_" + alloc_name(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdio>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,14 @@ inline bool wait_all(std::vector<void*>& reqs, std::vector<size_t>* sizes, int m
 // allocation made without the POSIX-fd handle type (which cuda_ipc carries through host
 // memory).
 enum class Alloc { kCudaMalloc, kVmm, kVmmSegments, kVmmNoFd };
+
+inline const char* alloc_name(Alloc kind) {
+  static const char* const kNames[] = {"cudamalloc", "vmm", "vmmsegments", "vmmnofd"};
+  return kNames[static_cast<int>(kind)];
+}
+
+// What gtest prints for an allocator (and ctest's test names carry), rather than its bytes.
+inline void PrintTo(Alloc kind, std::ostream* os) { *os << alloc_name(kind); }
 
 // A device buffer.
 class DeviceBuffer {

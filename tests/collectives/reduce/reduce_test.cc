@@ -7,10 +7,16 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <vector>
 
 namespace zcx::coll {
+
+// What gtest prints for a level (and ctest's test names carry), rather than its bytes; in
+// SimdLevel's own namespace, where gtest looks.
+void PrintTo(SimdLevel level, std::ostream* os) { *os << simd_level_name(level); }
+
 namespace {
 
 const size_t kLengths[] = {0, 1, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099};

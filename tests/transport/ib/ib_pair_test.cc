@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <list>
+#include <ostream>
 
 namespace zcx::ibtest {
 namespace {
@@ -20,6 +21,11 @@ struct QpCase {
 std::vector<std::pair<std::string, std::string>> qp_env(const QpCase& q) {
   return {{"ZCX_IB_QPS", std::to_string(q.qps)},
           {"ZCX_IB_SPLIT_DATA_ON_QPS", q.split ? "1" : "0"}};
+}
+
+// What gtest prints for a case (and ctest's test names carry), rather than its bytes.
+void PrintTo(const QpCase& q, std::ostream* os) {
+  *os << q.qps << (q.qps == 1 ? " QP" : " QPs") << (q.split ? ", data split" : ", whole");
 }
 
 class IbPair : public testing::TestWithParam<QpCase> {

@@ -4,6 +4,7 @@
 #include "common/config.h"
 #include "shm_fork_util.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,11 @@ struct Case {
   const char* large;
   std::vector<size_t> sizes;
 };
+
+// What gtest prints for a case (and ctest's test names carry), rather than its bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.nranks << " ranks, ZCX_SHM_LARGE=" << c.large << ", " << c.sizes.size() << " sizes";
+}
 
 class ShmMultiProc : public ::testing::TestWithParam<Case> {};
 

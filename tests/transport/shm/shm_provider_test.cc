@@ -8,6 +8,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 
 namespace zcx::shm_test {
@@ -17,6 +18,9 @@ struct SizeCase {
   size_t size;
   const char* large;
 };
+
+// What gtest prints for a case (and ctest's test names carry), rather than its bytes.
+void PrintTo(const SizeCase& c, std::ostream* os) { *os << c.size << " B, " << c.large; }
 
 class ShmSizes : public ::testing::TestWithParam<SizeCase> {};
 
