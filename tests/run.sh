@@ -3,7 +3,9 @@
 # configures with warnings as errors, builds, and runs ctest.
 #   tests/run.sh                 all tests
 #   tests/run.sh -L unit         only a label (extra arguments go to ctest)
-# Environment: BUILD_DIR (default build), JOBS (default nproc).
+# Environment: BUILD_DIR (default build), JOBS (default nproc): compile jobs, and tests run
+# at once (many multi-process tests wait out timeouts rather than use the CPU; the QEMU
+# guest's tests take turns through a ctest RESOURCE_LOCK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,4 +19,4 @@ cmake --build "$build" -j "$jobs"
 
 # Each test has its own TIMEOUT; the outer bound catches anything that slips through.
 cd "$build"
-timeout -s KILL 4500 ctest --output-on-failure --timeout 900 "$@"
+timeout -s KILL 4500 ctest --output-on-failure --timeout 900 -j "$jobs" "$@"

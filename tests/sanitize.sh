@@ -7,7 +7,8 @@
 #                                  ThreadSanitizer instead (build-tsan): a data race fails the
 #                                  test (exit code 66). Every test: about 20 minutes on the
 #                                  2-core VM; .ci/run leaves out the multi-process suites.
-# Environment: BUILD_DIR (default build-asan, build-tsan), JOBS (default nproc),
+# Environment: BUILD_DIR (default build-asan, build-tsan), JOBS (default nproc: compile jobs
+# and tests at once, as in tests/run.sh),
 # SANITIZE_EXCLUDE (ThreadSanitizer only: a ctest regex of more tests to leave out),
 # SANITIZE_CUDA (default AUTO: built where nvcc is; OFF on a machine with a CUDA driver).
 # CUDA code is built so that its tests run against the simulated runtime (tests/gpu/fake_cuda)
@@ -45,7 +46,7 @@ if [ $tsan = 1 ]; then
   # stream-order case) copy gigabytes through TSan's memcpy and pass their deadlines, and the
   # bandwidth program adds a minute for a path the 2-rank cuda_ipc entry already covers.
   TSAN_OPTIONS="halt_on_error=0 die_after_fork=0 second_deadlock_stack=1 exitcode=66" \
-    timeout -s KILL 4500 ctest --output-on-failure --timeout 900 -LE rdma \
+    timeout -s KILL 4500 ctest --output-on-failure --timeout 900 -j "$jobs" -LE rdma \
     -E "^ShmCut\\.|_heavy_simulated\$|^zcx_gpu_bench_simulated\$${SANITIZE_EXCLUDE:+|$SANITIZE_EXCLUDE}" "$@"
   exit
 fi
@@ -54,6 +55,6 @@ export UBSAN_OPTIONS=print_stacktrace=1
 # runtimes allocated for it (the same tests with the plugin kept loaded report nothing), so
 # leaks are checked everywhere else.
 ASAN_OPTIONS=detect_leaks=1 timeout -s KILL 4500 ctest --output-on-failure --timeout 900 \
-  -LE 'rdma|plugin' "$@"
+  -j "$jobs" -LE 'rdma|plugin' "$@"
 ASAN_OPTIONS=detect_leaks=0 timeout -s KILL 1800 ctest --output-on-failure --timeout 900 \
-  -L plugin "$@"
+  -j "$jobs" -L plugin "$@"
