@@ -34,7 +34,7 @@ namespace {
 
 constexpr int kRanks = 4;
 constexpr double kTimeoutS = 3.0;
-constexpr double kStopS = kTimeoutS + 6.0;  // longer than any survivor waits (or until all failed)
+constexpr double kStopS = kTimeoutS + 6.0;  // longer than any survivor waits (if not woken)
 constexpr size_t kMaxCount = size_t{1} << 20;  // float32 elements: 4 MiB
 constexpr int kMaxSteps = 400;
 constexpr uint64_t kSeeds[] = {11, 12, 13, 14};
@@ -119,7 +119,8 @@ zcx_status_t finish(zcx_coll_request_t req, bool wait) {
 
 // The victim: runs the sequence up to its step, posts that step, polls it, then faults.
 // Reports "KILLED <monotonic_s> step <k>" just before the fault (process_ranks.h). Stopped,
-// it is woken once every survivor has failed (`failed`), which no later step depends on.
+// it is woken once every survivor has failed (`failed`): what the survivors do after that
+// (the sticky check, destroy) does not need it silent.
 int victim(zcx_comm_t comm, Rng& rng, const Plan& p, Fault fault, std::atomic<int>* failed,
            int fd) {
   Buffers b;

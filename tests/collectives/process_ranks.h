@@ -288,15 +288,11 @@ inline void expect_sticky_and_bounded_destroy(const SurvivorResult& s, double de
   EXPECT_LE(s.destroy_s, destroy_bound_s);
 }
 
-// How the library names member `rank` of the world communicator in an error (comm.cc), up to
-// its host; with `host`, whole.
-inline std::string world_member_named(int rank) {
-  const std::string r = std::to_string(rank);
-  return "rank " + r + " of 'world' (context rank " + r + ", host ";
-}
-
+// How the library names member `rank` (on `host`) of the world communicator in an error
+// (comm.cc's member description).
 inline std::string world_member_named(int rank, const std::string& host) {
-  return world_member_named(rank) + host + ")";
+  const std::string r = std::to_string(rank);
+  return "rank " + r + " of 'world' (context rank " + r + ", host " + host + ")";
 }
 
 // This process's host name, as the bootstrap reports it for ranks that did not become_host.
