@@ -193,7 +193,7 @@ int chaos_rank(const Layout& layout, uint64_t seed, Fault fault, std::atomic<int
 // How the survivors' messages must name the victim: rank and host.
 std::string victim_named(const Layout& layout, int victim) {
   const bool on_b = layout.two_hosts && victim >= 2;
-  return test::world_member_named(victim, on_b ? std::string(kHostB) : test::this_host_name());
+  return test::world_member_named(victim, on_b ? std::string(kHostB) : local_host_name());
 }
 
 // One seed: every survivor failed in time, named the victim, stayed failed, destroyed in time.

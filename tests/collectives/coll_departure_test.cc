@@ -154,7 +154,7 @@ TEST_P(CollDeparture, MemberThatAbortsIsNamedDead) {
 TEST_P(CollDeparture, TimeoutSaysThatAMemberLeftBeforeTheOperation) {
   const ReceiverReport r = run_departure(GetParam(), Leave::kDestroy, /*then_allreduce=*/true);
   EXPECT_EQ(r.status, ZCX_ERR_TIMEOUT) << r.message;
-  EXPECT_NE(r.message.find(test::world_member_named(kLeaver, test::this_host_name())),
+  EXPECT_NE(r.message.find(test::world_member_named(kLeaver, local_host_name())),
             std::string::npos)
       << r.message;
   EXPECT_NE(r.message.find("finalized and exited before this operation ended"), std::string::npos)

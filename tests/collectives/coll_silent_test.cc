@@ -104,7 +104,7 @@ void expect_every_survivor_names_rank_2(const char* provider, Silence how, const
   std::vector<test::RankResult> res = test::run_rank_processes(kRanks, 60 * 1000, rank_main);
   EXPECT_NE(res[kSilent].report.find("AWAY"), std::string::npos) << res[kSilent].report;
   const std::string named =
-      test::world_member_named(kSilent, two_hosts ? std::string(kHostB) : test::this_host_name());
+      test::world_member_named(kSilent, two_hosts ? std::string(kHostB) : local_host_name());
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(res[r].exit_code, 0) << "rank " << r << ": " << res[r].report;
     if (r == kSilent) continue;
