@@ -117,6 +117,9 @@ zcx_status_t finish(zcx_coll_request_t req, bool wait) {
   }
 }
 
+// Survivors count themselves into `failed` (shared across the fork) once their step failed.
+bool every_survivor_failed(const std::atomic<int>& failed) { return failed.load() >= kRanks - 1; }
+
 // The victim: runs the sequence up to its step, posts that step, polls it, then faults.
 // Reports "KILLED <monotonic_s> step <k>" just before the fault (process_ranks.h). Stopped,
 // it is woken once every survivor has failed (`failed`): what the survivors do after that
@@ -138,7 +141,7 @@ int victim(zcx_comm_t comm, Rng& rng, const Plan& p, Fault fault, std::atomic<in
       return dprintf(fd, "VICTIM poll failed: %s\n", zcx_get_last_error()), 3;
   dprintf(fd, "KILLED %.6f step %d %s\n", test::monotonic_s(), p.step, done ? "done" : "posted");
   if (fault == Fault::kKill) raise(SIGKILL);
-  test::stop_self_for(kStopS, fd, [failed] { return failed->load() >= kRanks - 1; });
+  test::stop_self_for(kStopS, fd, [failed] { return every_survivor_failed(*failed); });
   dprintf(fd, "AWAY\n");
   (void)zcx_comm_abort(comm);
   return 0;
@@ -162,7 +165,7 @@ int survivor(zcx_comm_t comm, Rng& rng, const Plan& p, std::atomic<int>* failed,
           st == ZCX_SUCCESS ? "" : zcx_get_last_error(), k - 1);
   failed->fetch_add(1);
   for (const double until = test::monotonic_s() + kTimeoutS + 3.0;
-       failed->load() < kRanks - 1 && test::monotonic_s() < until;)
+       !every_survivor_failed(*failed) && test::monotonic_s() < until;)
     usleep(10 * 1000);
   (void)test::report_sticky_and_destroy(comm, fd, [&] {
     zcx_coll_request_t req = nullptr;
