@@ -5,7 +5,7 @@
 #   tests/sanitize.sh -L faults    one label (extra arguments go to ctest)
 #   SANITIZER=thread tests/sanitize.sh
 #                                  ThreadSanitizer instead (build-tsan): a data race fails the
-#                                  test (exit code 66). Every test: about 20 minutes on the
+#                                  test (exit code 66). Every test: about 15 minutes on the
 #                                  2-core VM; .ci/run leaves out the multi-process suites.
 # Environment: BUILD_DIR (default build-asan, build-tsan), JOBS (default nproc: compile jobs
 # and tests at once, as in tests/run.sh),
