@@ -7,7 +7,10 @@
 // passes the bytes in a memfd).
 // Legacy handles are kept per allocation (base and buffer id, which CUDA never repeats for a
 // new allocation at the same address): a receive into a buffer exported before costs no
-// cudaIpcGetMemHandle, as UCX and NCCL keep theirs.
+// cudaIpcGetMemHandle, as UCX and NCCL keep theirs. A VMM fd is made afresh for each receive
+// and closed once sent: an open shareable fd counts as a reference to the allocation, so a
+// kept one would hold its memory here after the application unmaps and releases it. (The
+// sender's import holds such a reference for as long as its cache keeps the mapping.)
 #include "common/log.h"
 #include "cuda_ipc/cuda_ipc.h"
 
