@@ -35,18 +35,18 @@ zcx_status_t wait_requests(const zcx_provider_ops_t* ops, std::vector<void*>& re
 // Tests each request once; a finished one becomes nullptr.
 zcx_status_t test_each_once(const zcx_provider_ops_t* ops, std::vector<void*>& reqs);
 
-// Byte i of a message: depends on the sender rank, the message size and the offset.
-inline uint8_t pattern_byte(int rank, size_t size, size_t i) {
-  uint64_t x = (i >> 3) * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(rank) << 48) ^ size;
-  return static_cast<uint8_t>((x >> (8 * (i & 7))) ^ (x >> 56) ^ i);
-}
-// Bytes 8k to 8k+7, as one little-endian word: the same bytes as pattern_byte, for reading
-// and writing a word at a time (a sanitizer checks every access: byte by byte, the 256 MiB
-// messages kept conformance_shm_threads4 52 s under ThreadSanitizer instead of 36).
+// Bytes 8k to 8k+7 of a message, as one little-endian word: they depend on the sender rank,
+// the message size and the offset. Whole words let a test read and write a word at a time
+// (a sanitizer checks every access: byte by byte, the 256 MiB messages kept
+// conformance_shm_threads4 52 s under ThreadSanitizer instead of 36).
 inline uint64_t pattern_word(int rank, size_t size, size_t k) {
   constexpr uint64_t kOnes = 0x0101010101010101ull;
   uint64_t x = k * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(rank) << 48) ^ size;
   return x ^ kOnes * (x >> 56) ^ kOnes * ((8 * k) & 0xff) ^ 0x0706050403020100ull;
+}
+// Byte i of a message: byte i % 8 of its word.
+inline uint8_t pattern_byte(int rank, size_t size, size_t i) {
+  return static_cast<uint8_t>(pattern_word(rank, size, i / 8) >> (8 * (i % 8)));
 }
 void fill_pattern(void* buf, size_t size, int rank);
 // Returns "" when every byte matches, else a description of the first mismatch.
