@@ -195,11 +195,8 @@ TEST_F(ApiTest, CppWrappers) {
 // receive before its send. Legal in MPI: the wait or test of one request moves the other,
 // without which 16 MiB, more than an shm chunk ring or a loopback socket holds, would stall
 // every rank's send. Returns 0 on success, a step number on failure.
-int env_rank(int rank, int n, const std::string& root, bool transfer) {
-  setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
-  setenv("ZCX_NRANKS", std::to_string(n).c_str(), 1);
-  setenv("ZCX_ROOT", root.c_str(), 1);
-  setenv("ZCX_SECRET", "0123456789abcdef", 1);
+int env_rank(int rank, int n, const test::LaunchJob& job, bool transfer) {
+  test::set_rank_env(rank, n, job);
   zcx_context_t ctx = nullptr;
   auto fail = [rank](int step) {
     fprintf(stderr, "rank %d step %d: %s\n", rank, step, zcx_get_last_error());
@@ -244,12 +241,11 @@ TEST(ApiProcesses, InitFromEnvAndRingExchange) {
   config::ScopedOverride timeout("ZCX_TIMEOUT", "20");
   bool transfer = !providers_selected().empty();
   for (int n : {2, 4}) {
-    int port = 0;
-    ASSERT_EQ(socket_pick_loopback_port(&port), Status::kSuccess);
-    const std::string root = "127.0.0.1:" + std::to_string(port);
+    const test::LaunchJob job = test::fresh_launch_job();
+    ASSERT_FALSE(job.root.empty());
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r)
-      pids.push_back(test::fork_child([&, r] { return env_rank(r, n, root, transfer); }));
+      pids.push_back(test::fork_child([&, r] { return env_rank(r, n, job, transfer); }));
     for (int r = 0; r < n; ++r)
       EXPECT_EQ(test::wait_child(pids[static_cast<size_t>(r)], 40000), 0) << "rank " << r << " of " << n;
   }

@@ -4,10 +4,13 @@
 
 #include "common/bootstrap/bootstrap.h"
 #include "common/config.h"
+#include "common/random.h"
+#include "common/socket.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -53,6 +56,34 @@ class CleanLaunchEnv {
  private:
   std::vector<std::unique_ptr<ScopedEnv>> envs_;
 };
+
+// One launch, as zcx-run makes it: a loopback root on a port that was free a moment ago
+// (rank 0's bootstrap binds it) and a fresh random secret. Tests run side by side under
+// ctest -j; with a secret of its own, a rank that reached another test's root is refused
+// by its bootstrap as unauthenticated instead of joining that job.
+struct LaunchJob {
+  std::string root;    // "127.0.0.1:<port>"; empty when no port or no secret could be had
+  std::string secret;  // 16 hex digits
+};
+
+inline LaunchJob fresh_launch_job() {
+  int port = 0;
+  uint64_t secret = 0;
+  if (socket_pick_loopback_port(&port) != Status::kSuccess ||
+      random_secret(&secret) != Status::kSuccess)
+    return {};
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(secret));
+  return {"127.0.0.1:" + std::to_string(port), hex};
+}
+
+// The launcher variables one rank reads in zcx_comm_init_env / zcx_init_from_env.
+inline void set_rank_env(int rank, int nranks, const LaunchJob& job) {
+  setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
+  setenv("ZCX_NRANKS", std::to_string(nranks).c_str(), 1);
+  setenv("ZCX_ROOT", job.root.c_str(), 1);
+  setenv("ZCX_SECRET", job.secret.c_str(), 1);
+}
 
 // A unique id on loopback (the tests never leave this machine).
 inline Status loopback_id(UniqueId* id) {

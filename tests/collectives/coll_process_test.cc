@@ -84,8 +84,8 @@ int check_p2p_split_async(zcx_comm_t comm, int rank, int n) {
   return zcx_barrier_comm(comm, nullptr) == ZCX_SUCCESS ? 0 : fail(rank, 57);
 }
 
-int coll_rank(int rank, int n, const std::string& root) {
-  test::set_rank_env(rank, n, root);
+int coll_rank(int rank, int n, const test::LaunchJob& job) {
+  test::set_rank_env(rank, n, job);
   zcx_comm_t comm = nullptr;
   if (zcx_comm_init_env(&comm, nullptr) != ZCX_SUCCESS) return fail(rank, 10);
   int step = 20;
@@ -132,11 +132,11 @@ TEST(CollProcesses, EveryCollectiveOverTheRealTransport) {
   test::CleanLaunchEnv clean;
   config::ScopedOverride timeout("ZCX_TIMEOUT", "30");
   for (int n : {2, 3, 4}) {
-    const std::string root = test::free_loopback_root();
-    ASSERT_FALSE(root.empty());
+    const test::LaunchJob job = test::fresh_launch_job();
+    ASSERT_FALSE(job.root.empty());
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r)
-      pids.push_back(test::fork_child([&, r] { return coll_rank(r, n, root); }));
+      pids.push_back(test::fork_child([&, r] { return coll_rank(r, n, job); }));
     for (int r = 0; r < n; ++r)
       EXPECT_EQ(test::wait_child(pids[static_cast<size_t>(r)], 100000), 0) << "rank " << r << " of " << n;
   }

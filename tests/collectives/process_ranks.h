@@ -32,21 +32,6 @@
 
 namespace zcx::test {
 
-// "127.0.0.1:<port>" for a port that was free a moment ago (the bootstrap root binds it).
-inline std::string free_loopback_root() {
-  int port = 0;
-  if (socket_pick_loopback_port(&port) != Status::kSuccess) return "";
-  return "127.0.0.1:" + std::to_string(port);
-}
-
-// The launcher variables one rank reads in zcx_comm_init_env / zcx_init_from_env.
-inline void set_rank_env(int rank, int nranks, const std::string& root) {
-  setenv("ZCX_RANK", std::to_string(rank).c_str(), 1);
-  setenv("ZCX_NRANKS", std::to_string(nranks).c_str(), 1);
-  setenv("ZCX_ROOT", root.c_str(), 1);
-  setenv("ZCX_SECRET", "0123456789abcdef", 1);
-}
-
 // CLOCK_MONOTONIC in seconds: comparable between processes of this machine.
 inline double monotonic_s() {
   timespec ts{};
@@ -77,11 +62,11 @@ inline int decode_wait_status(int st) {
 
 }  // namespace detail
 
-// Forks n ranks running fn with the launcher variables set (a fresh loopback root), reads
+// Forks n ranks running fn with the launcher variables of one fresh LaunchJob set, reads
 // their reports while they run, and waits at most timeout_ms in all; ranks still alive then
 // are killed (exit_code 255). Only the child's own pipe end stays open in each child.
 inline std::vector<RankResult> run_rank_processes(int n, int timeout_ms, const RankMain& fn) {
-  const std::string root = free_loopback_root();
+  const LaunchJob job = fresh_launch_job();
   std::vector<RankResult> results(static_cast<size_t>(n));
   std::vector<int> read_fds(static_cast<size_t>(n), -1);
   std::vector<pid_t> pids(static_cast<size_t>(n), -1);
@@ -91,7 +76,7 @@ inline std::vector<RankResult> run_rank_processes(int n, int timeout_ms, const R
     pids[r] = fork_child([&, r, w = fds[1]] {
       for (int q = 0; q < r; ++q) close(read_fds[q]);
       close(fds[0]);
-      set_rank_env(r, n, root);
+      set_rank_env(r, n, job);
       return fn(r, w);
     });
     close(fds[1]);
