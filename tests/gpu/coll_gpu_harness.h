@@ -40,8 +40,8 @@ inline const char* mode_name(Mode m) {
   return m == Mode::kStaging ? "staging" : m == Mode::kSegments ? "segments" : "cuda_ipc";
 }
 inline void PrintTo(Mode m, std::ostream* os) { *os << mode_name(m); }
-       
-       inline void say(const Ctx& c, const char* kind, const std::string& text) {
+
+inline void say(const Ctx& c, const char* kind, const std::string& text) {
   std::string line = std::string(kind) + " rank " + std::to_string(c.rank) + "/" +
                      std::to_string(c.n) + " (" + mode_name(c.mode) + "): " + text + "\n";
   if (write(c.fd, line.data(), line.size()) < 0) std::perror("report");
