@@ -62,7 +62,7 @@ class CleanLaunchEnv {
 // ctest -j; with a secret of its own, a rank that reached another test's root is refused
 // by its bootstrap as unauthenticated instead of joining that job.
 struct LaunchJob {
-  std::string root;    // "127.0.0.1:<port>"; empty when no port or no secret could be had
+  std::string root;    // "127.0.0.1:<port>"; empty when no port or secret was had (last_error)
   std::string secret;  // 16 hex digits
 };
 

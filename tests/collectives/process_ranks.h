@@ -68,6 +68,11 @@ inline int decode_wait_status(int st) {
 inline std::vector<RankResult> run_rank_processes(int n, int timeout_ms, const RankMain& fn) {
   const LaunchJob job = fresh_launch_job();
   std::vector<RankResult> results(static_cast<size_t>(n));
+  if (job.root.empty()) {  // no rank could have found the others: say why instead of forking
+    for (RankResult& r : results)
+      r = {255, std::string("no launch job (a free port and a secret): ") + last_error()};
+    return results;
+  }
   std::vector<int> read_fds(static_cast<size_t>(n), -1);
   std::vector<pid_t> pids(static_cast<size_t>(n), -1);
   for (int r = 0; r < n; ++r) {
