@@ -4,13 +4,11 @@
 
 #include "common/bootstrap/bootstrap.h"
 #include "common/config.h"
-#include "common/random.h"
-#include "common/socket.h"
+#include "run/rank_env.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -57,24 +55,17 @@ class CleanLaunchEnv {
   std::vector<std::unique_ptr<ScopedEnv>> envs_;
 };
 
-// One launch, as zcx-run makes it: a loopback root on a port that was free a moment ago
-// (rank 0's bootstrap binds it) and a fresh random secret. Tests run side by side under
-// ctest -j; with a secret of its own, a rank that reached another test's root is refused
-// by its bootstrap as unauthenticated instead of joining that job.
-struct LaunchJob {
-  std::string root;    // "127.0.0.1:<port>"; empty when no port or secret was had (last_error)
-  std::string secret;  // 16 hex digits
-};
+// One launch, as zcx-run makes it (run/rank_env.h): a loopback root on a port that was free
+// a moment ago (rank 0's bootstrap binds it) and a fresh random secret. Tests run side by
+// side under ctest -j; with a secret of its own, a rank that reached another test's root is
+// refused by its bootstrap as unauthenticated instead of joining that job.
+using LaunchJob = run::JobEnv;
 
+// The job; root empty when no port or secret was had (last_error() says why).
 inline LaunchJob fresh_launch_job() {
-  int port = 0;
-  uint64_t secret = 0;
-  if (socket_pick_loopback_port(&port) != Status::kSuccess ||
-      random_secret(&secret) != Status::kSuccess)
-    return {};
-  char hex[17];
-  snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(secret));
-  return {"127.0.0.1:" + std::to_string(port), hex};
+  LaunchJob job;
+  std::string why;
+  return run::make_job_env(&job, &why) ? job : LaunchJob{};
 }
 
 // The launcher variables one rank reads in zcx_comm_init_env / zcx_init_from_env.
