@@ -241,8 +241,9 @@ TEST(ApiProcesses, InitFromEnvAndRingExchange) {
   config::ScopedOverride timeout("ZCX_TIMEOUT", "20");
   bool transfer = !providers_selected().empty();
   for (int n : {2, 4}) {
-    const test::LaunchJob job = test::fresh_launch_job();
-    ASSERT_FALSE(job.root.empty());
+    std::string why;
+    const test::LaunchJob job = test::fresh_launch_job(&why);
+    ASSERT_FALSE(job.root.empty()) << "no launch job (a free port and a secret): " << why;
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r)
       pids.push_back(test::fork_child([&, r] { return env_rank(r, n, job, transfer); }));

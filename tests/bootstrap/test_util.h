@@ -61,11 +61,10 @@ class CleanLaunchEnv {
 // refused by its bootstrap as unauthenticated instead of joining that job.
 using LaunchJob = run::JobEnv;
 
-// The job; root empty when no port or secret was had (last_error() says why).
-inline LaunchJob fresh_launch_job() {
+// The job; root empty when no port or secret was had, and then *why says what failed.
+inline LaunchJob fresh_launch_job(std::string* why) {
   LaunchJob job;
-  std::string why;
-  return run::make_job_env(&job, &why) ? job : LaunchJob{};
+  return run::make_job_env(&job, why) ? job : LaunchJob{};
 }
 
 // The launcher variables one rank reads in zcx_comm_init_env / zcx_init_from_env.

@@ -66,11 +66,11 @@ inline int decode_wait_status(int st) {
 // their reports while they run, and waits at most timeout_ms in all; ranks still alive then
 // are killed (exit_code 255). Only the child's own pipe end stays open in each child.
 inline std::vector<RankResult> run_rank_processes(int n, int timeout_ms, const RankMain& fn) {
-  const LaunchJob job = fresh_launch_job();
+  std::string why;
+  const LaunchJob job = fresh_launch_job(&why);
   std::vector<RankResult> results(static_cast<size_t>(n));
   if (job.root.empty()) {  // no rank could have found the others: say why instead of forking
-    for (RankResult& r : results)
-      r = {255, std::string("no launch job (a free port and a secret): ") + last_error()};
+    for (RankResult& r : results) r = {255, "no launch job (a free port and a secret): " + why};
     return results;
   }
   std::vector<int> read_fds(static_cast<size_t>(n), -1);
