@@ -45,9 +45,11 @@ bool allreduce_matrix(Ctx& c) {
     for (size_t count : counts)
       for (bool in_place : {false, true})
         if (!check_allreduce(c, k.d, k.op, count, in_place) && c.broken) return false;
-  // 8M floats (32 MiB): above any chunk or staging-slot size.
+  // 12 MiB and 28 bytes of floats: three times the largest pipeline chunk (4 MiB), cut into
+  // pieces with a remainder at every rank count.
+  const size_t large = (size_t{3} << 20) + 7;
   for (bool in_place : {false, true})
-    if (!check_allreduce(c, ZCX_FLOAT32, ZCX_SUM, size_t{8} << 20, in_place) && c.broken)
+    if (!check_allreduce(c, ZCX_FLOAT32, ZCX_SUM, large, in_place) && c.broken)
       return false;
   return c.failures == 0;
 }
