@@ -46,6 +46,20 @@ const char* const kDtypeNames[ZCX_DTYPE_COUNT] = {"int8",    "uint8",    "int32"
                                                   "float32", "float64"};
 const char* const kOpNames[4] = {"sum", "prod", "min", "max"};
 
+// Under ThreadSanitizer the reduction kernels (reduce_scalar.cc) are built without its check
+// of every element they load and store (CMakeLists.txt), which cost as much as all the
+// simulated copies; a launch reports the whole ranges it reads and writes instead, so a
+// kernel racing a copy or another stream is still caught.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_read_range(void* addr, unsigned long size);
+extern "C" void __tsan_write_range(void* addr, unsigned long size);
+void kernel_reads(const void* p, size_t n) { __tsan_read_range(const_cast<void*>(p), n); }
+void kernel_writes(void* p, size_t n) { __tsan_write_range(p, n); }
+#else
+void kernel_reads(const void*, size_t) {}
+void kernel_writes(void*, size_t) {}
+#endif
+
 template <class T>
 T arg(void** p, int i) {
   return *static_cast<T*>(p[i]);
@@ -126,6 +140,11 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, uns
       !fake_cuda_device_reaches(b, bytes, "zcx_reduce's second input"))
     return CUDA_ERROR_INVALID_VALUE;
   zcx::coll::ReduceFn fn = module().table[k.dtype][k.op];
-  fake_cuda_enqueue(stream, [=] { fn(out, a, b, n); });
+  fake_cuda_enqueue(stream, [=] {
+    kernel_reads(a, bytes);
+    kernel_reads(b, bytes);
+    fn(out, a, b, n);
+    kernel_writes(out, bytes);
+  });
   return CUDA_SUCCESS;
 }
