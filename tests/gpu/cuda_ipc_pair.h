@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -17,10 +18,23 @@ inline uint8_t pattern(int src, int dst, size_t size, int k, size_t i) {
   return static_cast<uint8_t>(src * 131 + dst * 17 + size * 7 + k * 29 + i * 13 + (i >> 9));
 }
 
-// The bytes message k of `size` from src to dst carries.
+// Makes *v the bytes message k of `size` from src to dst carries. Stored eight at a time:
+// messages reach 64 MiB, and under ThreadSanitizer each store is checked; a caller that makes
+// many keeps one vector, since a fresh one's pages fault in again every time.
+inline void fill_expected(std::vector<uint8_t>* v, int src, int dst, size_t size, int k) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "byte j of a word is bits 8j..8j+7");
+  v->resize(size);
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word = 0;
+    for (size_t j = 0; j < 8; ++j) word |= uint64_t{pattern(src, dst, size, k, i + j)} << (8 * j);
+    std::memcpy(v->data() + i, &word, sizeof word);
+  }
+  for (; i < size; ++i) (*v)[i] = pattern(src, dst, size, k, i);
+}
 inline std::vector<uint8_t> expected(int src, int dst, size_t size, int k) {
-  std::vector<uint8_t> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = pattern(src, dst, size, k, i);
+  std::vector<uint8_t> v;
+  fill_expected(&v, src, dst, size, k);
   return v;
 }
 

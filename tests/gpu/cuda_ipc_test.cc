@@ -31,13 +31,14 @@ int round_trip(Board* b, int rank, int n, int dev, Alloc alloc, Mesh& m, size_t 
   const CudaApi* api = cuda_shim();
   std::vector<Transfer> recvs, sends;
   std::vector<void*> reqs;
+  std::vector<uint8_t> want, host;  // want: each message's bytes in turn, in one vector
   for (int j = 0; j < n; ++j)
     for (int k = 0; j != rank && k < kPerPeer; ++k) {
       recvs.push_back({std::make_unique<DeviceBuffer>(alloc, dev, size), j, k});
       sends.push_back({std::make_unique<DeviceBuffer>(alloc, dev, size), j, k});
       if (!recvs.back().buf->ok() || !sends.back().buf->ok()) return fail(b, rank, "alloc");
-      std::vector<uint8_t> src = expected(rank, j, size, k);
-      if (size && api->copy(sends.back().buf->data(), src.data(), size, cudaMemcpyHostToDevice))
+      fill_expected(&want, rank, j, size, k);
+      if (size && api->copy(sends.back().buf->data(), want.data(), size, cudaMemcpyHostToDevice))
         return fail(b, rank, "fill");
     }
   for (Transfer& t : recvs) {
@@ -56,12 +57,13 @@ int round_trip(Board* b, int rank, int n, int dev, Alloc alloc, Mesh& m, size_t 
   }
   std::vector<size_t> got;
   if (!wait_all(reqs, &got)) return fail(b, rank, "transfer of " + std::to_string(size));
-  std::vector<uint8_t> host(size);
+  host.resize(size);
   for (size_t i = 0; i < recvs.size(); ++i) {
     if (got[i] != size) return fail(b, rank, "received size " + std::to_string(got[i]));
     if (size && api->copy(host.data(), recvs[i].buf->data(), size, cudaMemcpyDeviceToHost))
       return fail(b, rank, "read back");
-    if (host != expected(recvs[i].peer, rank, size, recvs[i].k))
+    fill_expected(&want, recvs[i].peer, rank, size, recvs[i].k);
+    if (host != want)
       return fail(b, rank, "data from rank " + std::to_string(recvs[i].peer) + " differs");
   }
   return 0;
