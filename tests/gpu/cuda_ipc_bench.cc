@@ -6,12 +6,15 @@
 // measuring bandwidth: several in flight) the receiver posts 8 receives and the sender 8
 // sends, and D2D enqueues 8 cudaMemcpyAsync before one stream synchronize. Without a GPU it
 // prints why and exits 0 (run.sh calls it only on GPU machines).
-//   usage: zcx-gpu-bench [iterations]
+//   usage: zcx-gpu-bench [iterations [largest message in bytes]]
+// (the simulated runtime's ctest entry stops at 16 MiB: there the figures mean nothing, and
+// 256 MiB windows only add page faults)
 #include "cuda_ipc_util.h"
 #include "gpu_test_util.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 namespace zcx::gpu_test {
 namespace {
@@ -20,6 +23,11 @@ constexpr size_t kSizes[] = {size_t(64) << 10, size_t(1) << 20, size_t(16) << 20
                              size_t(256) << 20};
 constexpr int kWindows[] = {1, 8};
 constexpr int kMaxIters = 64;
+// How many of kSizes (ascending) are at most `largest`.
+size_t sizes_up_to(size_t largest) {
+  return static_cast<size_t>(std::upper_bound(std::begin(kSizes), std::end(kSizes), largest) -
+                             std::begin(kSizes));
+}
 // Where rank 1's timings go in the shared array: [window][size][iteration].
 size_t slot(size_t wi, size_t si, int i) {
   return (wi * std::size(kSizes) + si) * kMaxIters + static_cast<size_t>(i);
@@ -72,7 +80,7 @@ bool move_window(Mesh& m, int rank, std::vector<std::unique_ptr<DeviceBuffer>>& 
 }
 
 // Rank 0 sends, rank 1 receives; both time each message; rank 1 reports through the board.
-int ipc_rank(Board* b, int rank, int iters, double* out) {
+int ipc_rank(Board* b, int rank, int iters, size_t nsizes, double* out) {
   int ndev = 0;
   if (cuda_device_count(nullptr) <= 0) return fail(b, rank, "no device");
   (void)cuda_shim()->get_device_count(&ndev);
@@ -81,7 +89,7 @@ int ipc_rank(Board* b, int rank, int iters, double* out) {
   if (!mesh_connect(b, rank, 2, rank % ndev, &m)) return 1;
   int step = 0;
   for (size_t wi = 0; wi < std::size(kWindows); ++wi) {
-    for (size_t si = 0; si < std::size(kSizes); ++si) {
+    for (size_t si = 0; si < nsizes; ++si) {
       const size_t bytes = kSizes[si];
       std::vector<std::unique_ptr<DeviceBuffer>> bufs;
       for (int k = 0; k < kWindows[wi]; ++k)
@@ -97,7 +105,7 @@ int ipc_rank(Board* b, int rank, int iters, double* out) {
   return 0;
 }
 
-int bench_main(int iters) {
+int bench_main(int iters, size_t nsizes) {
   const Probe& p = gpus();
   if (p.ndev < 1) {
     std::printf("zcx-gpu-bench: skipped: no CUDA device: %s\n", p.why);
@@ -111,7 +119,8 @@ int bench_main(int iters) {
     std::printf("error: mmap for the board or the timings failed\n");
     return 1;
   }
-  int failed = test::fork_ranks(2, [&](int r) { return ipc_rank(b, r, iters, secs); }, 240000);
+  int failed =
+      test::fork_ranks(2, [&](int r) { return ipc_rank(b, r, iters, nsizes, secs); }, 240000);
   for (int r = 0; r < 2; ++r)
     if (b->error[r][0]) std::printf("error: %s\n", b->error[r]);
   // CUDA is initialised in this process only after the ranks have been forked.
@@ -123,7 +132,7 @@ int bench_main(int iters) {
   std::printf("%6s  %12s  %-36s  %-36s  %s\n", "window", "bytes",
               "cuda_ipc GB/s median (min-max)", "cudaMemcpy D2D GB/s median (min-max)", "ratio");
   for (size_t wi = 0; wi < std::size(kWindows) && failed == 0; ++wi)
-    for (size_t si = 0; si < std::size(kSizes); ++si) {
+    for (size_t si = 0; si < nsizes; ++si) {
       const int w = kWindows[wi];
       const size_t bytes = kSizes[si] * static_cast<size_t>(w);
       const double* first = secs + slot(wi, si, 0);
@@ -142,5 +151,11 @@ int bench_main(int iters) {
 int main(int argc, char** argv) {
   int iters = argc > 1 ? std::atoi(argv[1]) : 20;
   iters = std::clamp(iters, 1, zcx::gpu_test::kMaxIters);
-  return zcx::gpu_test::bench_main(iters);
+  const size_t largest = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : size_t{256} << 20;
+  const size_t nsizes = zcx::gpu_test::sizes_up_to(largest);
+  if (nsizes == 0) {
+    std::printf("usage: zcx-gpu-bench [iterations [largest message in bytes, >= 65536]]\n");
+    return 2;
+  }
+  return zcx::gpu_test::bench_main(iters, nsizes);
 }
