@@ -45,9 +45,9 @@ cd "$build"
 if [ $tsan = 1 ]; then
   # die_after_fork=0: the tests fork ranks from processes that have threads. Left out: ShmCut
   # measures copy speeds to pick a chunk cut, which the sanitizer's slowdown changes; the
-  # simulated runtime's "heavy" entries (4-rank collective and cuda_ipc runs, the 2-rank
-  # stream-order case) copy gigabytes through TSan's memcpy and pass their deadlines, and the
-  # bandwidth program adds a minute for a path the 2-rank cuda_ipc entry already covers.
+  # simulated runtime's "heavy" entries (the 4-rank collective and cuda_ipc runs) take over a
+  # minute each here and come near their deadlines, and the bandwidth program runs a path the
+  # 2-rank cuda_ipc entry already covers.
   skip="^ShmCut\\.|_heavy_simulated\$|^zcx_gpu_bench_simulated\$"
   TSAN_OPTIONS="halt_on_error=0 die_after_fork=0 second_deadlock_stack=1 exitcode=66" \
     timeout -s KILL 4500 ctest --output-on-failure --timeout 900 -j "$jobs" -LE rdma \

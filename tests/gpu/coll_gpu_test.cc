@@ -13,6 +13,9 @@
 #include <gtest/gtest.h>
 #include <zcx/coll.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -227,11 +230,31 @@ bool point_to_point(Ctx& c) {
 // cudaMemcpyAsync of recv into pinned host memory. The allreduces must see the memset bytes
 // (not the stale ones uploaded first) and the copy must see the final sums.
 constexpr size_t kOrderCount = size_t{1} << 22;  // int32: 16 MiB
-constexpr size_t kDelayBytes = size_t{256} << 20;
-constexpr int kDelayCopies = 32;  // a few ms of copy-engine work on an H200
+constexpr size_t kDelayBytes = size_t{64} << 20;
+constexpr double kDelayMs = 4;  // copy-engine work queued ahead: about 125 copies on an H200
+constexpr double kMaxDelayCopies = 128;
 
-bool enqueue_delay(Ctx& c, const DeviceBuffer& a, const DeviceBuffer& b) {
-  for (int k = 0; k < kDelayCopies; ++k) {
+// How many kDelayBytes copies keep the stream busy for about kDelayMs (2 to 128), from the
+// faster of two copies timed on the stream (the first may pay for first use). On the
+// simulated runtime one copy takes milliseconds, and a fixed train was most of the case's time.
+int delay_copies(Ctx& c, const DeviceBuffer& a, const DeviceBuffer& b) {
+  double fastest_ms = 1e9;
+  for (int k = 0; k < 2; ++k) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!cuda_ok(c,
+                 c.api->copy_async(b.data(), a.data(), kDelayBytes, cudaMemcpyDeviceToDevice,
+                                   c.stream),
+                 "timed delay copy") ||
+        !cuda_ok(c, c.api->stream_synchronize(c.stream), "cudaStreamSynchronize"))
+      return -1;
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+    fastest_ms = std::min(fastest_ms, took.count());
+  }
+  return static_cast<int>(std::clamp(std::ceil(kDelayMs / fastest_ms), 2.0, kMaxDelayCopies));
+}
+
+bool enqueue_delay(Ctx& c, const DeviceBuffer& a, const DeviceBuffer& b, int copies) {
+  for (int k = 0; k < copies; ++k) {
     const DeviceBuffer& from = k % 2 ? b : a;
     const DeviceBuffer& to = k % 2 ? a : b;
     if (!cuda_ok(c,
@@ -290,8 +313,10 @@ bool stream_order(Ctx& c) {
       !cuda_ok(c, c.api->stream_synchronize(c.stream), "cudaStreamSynchronize"))
     return false;
   std::memset(host, kSentinel, bytes);
-  say(c, "AT", "stream order: enqueue");
-  if (!enqueue_delay(c, da, db) || !enqueue_ordered(c, send, recv, host)) return false;
+  const int copies = delay_copies(c, da, db);
+  say(c, "AT", "stream order: enqueue behind " + std::to_string(copies) + " delay copies");
+  if (copies < 0 || !enqueue_delay(c, da, db, copies) || !enqueue_ordered(c, send, recv, host))
+    return false;
   say(c, "AT", "stream order: cudaStreamSynchronize");
   if (!cuda_ok(c, c.api->stream_synchronize(c.stream), "cudaStreamSynchronize")) return false;
   zcx_status_t async = ZCX_SUCCESS;
