@@ -41,20 +41,22 @@ class AllreduceTest : public ::testing::TestWithParam<AlgoCase> {};
 TEST_P(AllreduceTest, SumsEveryElement) {
   const auto [algo, n] = GetParam();
   config::ScopedOverride force("ZCX_ALGO", std::string("allreduce:") + algo);
-  for (size_t count : test_counts(n))
+  for (size_t count : test_counts(n)) {
+    std::vector<int32_t> want(count);
+    for (size_t i = 0; i < count; ++i) want[i] = sum_over_ranks(n, i);
+    const std::vector<std::vector<int32_t>> values = every_rank_values(n, count);
+    RankBuffers bufs(n, count, count);
     for (const std::string& chunk : chunks_for(count))
       for (bool inplace : {false, true}) {
         SCOPED_TRACE("count " + std::to_string(count) + " chunk " + chunk + (inplace ? " in place" : ""));
         config::ScopedOverride ch("ZCX_CHUNK_SIZE", chunk);
-        std::vector<int32_t> want(count);
-        for (size_t i = 0; i < count; ++i) want[i] = sum_over_ranks(n, i);
         run_ranks(n, [&](int r, Comm& c) {
-          std::vector<int32_t> in(count), out(count, -1);
-          for (size_t i = 0; i < count; ++i) in[i] = val(r, i);
+          int32_t* in = bufs.in(r, values[r]);
+          int32_t* out = bufs.out(r);
           OpArgs a;
           a.kind = CollKind::kAllreduce;
-          a.sendbuf = in.data();
-          a.recvbuf = inplace ? in.data() : out.data();
+          a.sendbuf = in;
+          a.recvbuf = inplace ? in : out;
           a.count = count;
           a.dtype = ZCX_INT32;
           ASSERT_EQ(run_op(c, a, algo), Status::kSuccess) << last_error();
@@ -62,6 +64,7 @@ TEST_P(AllreduceTest, SumsEveryElement) {
         });
         if (HasFailure()) return;
       }
+  }
 }
 
 TEST_P(AllreduceTest, EveryOpAndFloatResultsAgreeAcrossRanks) {
@@ -124,22 +127,24 @@ class RootedTest : public ::testing::TestWithParam<AlgoCase> {};
 TEST_P(RootedTest, BroadcastFromEveryRoot) {
   const auto [algo, n] = GetParam();
   config::ScopedOverride force("ZCX_ALGO", std::string("broadcast:") + algo);
-  for (size_t count : test_counts(n))
+  for (size_t count : test_counts(n)) {
+    const std::vector<std::vector<int32_t>> values = every_rank_values(n, count);
+    const std::vector<int32_t> others(count, -7);  // what a non-root sends (nothing should)
+    RankBuffers bufs(n, count, count);
     for (const std::string& chunk : chunks_for(count))
       for (int root = 0; root < n; ++root)
         for (bool inplace : {false, true}) {
           SCOPED_TRACE("count " + std::to_string(count) + " chunk " + chunk + " root " +
                        std::to_string(root) + (inplace ? " in place" : ""));
           config::ScopedOverride ch("ZCX_CHUNK_SIZE", chunk);
-          std::vector<int32_t> want(count);
-          for (size_t i = 0; i < count; ++i) want[i] = val(root, i);
+          const std::vector<int32_t>& want = values[root];
           run_ranks(n, [&](int r, Comm& c) {
-            std::vector<int32_t> in(count), out(count, -1);
-            for (size_t i = 0; i < count; ++i) in[i] = r == root ? val(r, i) : -7;
+            int32_t* in = bufs.in(r, r == root ? values[r] : others);
+            int32_t* out = bufs.out(r);
             OpArgs a;
             a.kind = CollKind::kBroadcast;
-            a.sendbuf = in.data();
-            a.recvbuf = inplace ? in.data() : out.data();
+            a.sendbuf = in;
+            a.recvbuf = inplace ? in : out;
             a.count = count;
             a.dtype = ZCX_INT32;
             a.root = root;
@@ -148,27 +153,30 @@ TEST_P(RootedTest, BroadcastFromEveryRoot) {
           });
           if (HasFailure()) return;
         }
+  }
 }
 
 TEST_P(RootedTest, ReduceToEveryRoot) {
   const auto [algo, n] = GetParam();
   config::ScopedOverride force("ZCX_ALGO", std::string("reduce:") + algo);
-  for (size_t count : test_counts(n))
+  for (size_t count : test_counts(n)) {
+    std::vector<int32_t> want(count);
+    for (size_t i = 0; i < count; ++i) want[i] = sum_over_ranks(n, i);
+    const std::vector<std::vector<int32_t>> values = every_rank_values(n, count);
+    RankBuffers bufs(n, count, count);
     for (const std::string& chunk : chunks_for(count))
       for (int root = 0; root < n; ++root)
         for (bool inplace : {false, true}) {
           SCOPED_TRACE("count " + std::to_string(count) + " chunk " + chunk + " root " +
                        std::to_string(root) + (inplace ? " in place" : ""));
           config::ScopedOverride ch("ZCX_CHUNK_SIZE", chunk);
-          std::vector<int32_t> want(count);
-          for (size_t i = 0; i < count; ++i) want[i] = sum_over_ranks(n, i);
           run_ranks(n, [&](int r, Comm& c) {
-            std::vector<int32_t> in(count), out(count, -1);
-            for (size_t i = 0; i < count; ++i) in[i] = val(r, i);
+            int32_t* in = bufs.in(r, values[r]);
+            int32_t* out = bufs.out(r);
             OpArgs a;
             a.kind = CollKind::kReduce;
-            a.sendbuf = in.data();
-            a.recvbuf = inplace ? in.data() : (r == root ? out.data() : nullptr);
+            a.sendbuf = in;
+            a.recvbuf = inplace ? in : (r == root ? out : nullptr);
             a.count = count;
             a.dtype = ZCX_INT32;
             a.root = root;
@@ -179,6 +187,7 @@ TEST_P(RootedTest, ReduceToEveryRoot) {
           });
           if (HasFailure()) return;
         }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Algos, RootedTest, ::testing::ValuesIn(cases({"chain", "binomial"})),

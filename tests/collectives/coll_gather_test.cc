@@ -15,69 +15,77 @@ OpArgs args(CollKind k, const void* s, void* r, size_t count) { return int32_arg
 
 TEST_P(GatherTest, Allgather) {
   const int n = GetParam();
-  for (size_t count : test_counts(n))
+  for (size_t count : test_counts(n)) {
+    std::vector<int32_t> want(count * n);
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; ++i) want[q * count + i] = val(q, i);
+    const std::vector<std::vector<int32_t>> values = every_rank_values(n, count);
+    RankBuffers bufs(n, count, count * n);
     for (const char* chunk : {"0", "8"})
       for (bool inplace : {false, true}) {
         if (count > 100000 && chunk[0] != '0') continue;
         SCOPED_TRACE("count " + std::to_string(count) + " chunk " + chunk + (inplace ? " in place" : ""));
         config::ScopedOverride ch("ZCX_CHUNK_SIZE", chunk);
-        std::vector<int32_t> want(count * n);
-        for (int q = 0; q < n; ++q)
-          for (size_t i = 0; i < count; ++i) want[q * count + i] = val(q, i);
         run_ranks(n, [&](int r, Comm& c) {
-          std::vector<int32_t> in(count), out(count * n, -1);
-          for (size_t i = 0; i < count; ++i) in[i] = val(r, i);
-          if (inplace) std::copy(in.begin(), in.end(), out.begin() + r * count);
-          const void* send = inplace ? static_cast<const void*>(out.data() + r * count) : in.data();
-          ASSERT_EQ(run_op(c, args(CollKind::kAllgather, send, out.data(), count)), Status::kSuccess)
+          int32_t* in = bufs.in(r, values[r]);
+          int32_t* out = bufs.out(r);
+          if (inplace) std::copy(in, in + count, out + r * count);
+          const void* send = inplace ? static_cast<const void*>(out + r * count) : in;
+          ASSERT_EQ(run_op(c, args(CollKind::kAllgather, send, out, count)), Status::kSuccess)
               << last_error();
-          EXPECT_TRUE(same_ints(want, out.data(), count * n)) << "rank " << r;
+          EXPECT_TRUE(same_ints(want, out, count * n)) << "rank " << r;
         });
         if (HasFailure()) return;
       }
+  }
 }
 
 TEST_P(GatherTest, Reducescatter) {
   const int n = GetParam();
-  for (size_t count : test_counts(n))
+  for (size_t count : test_counts(n)) {
+    std::vector<int32_t> sums(count * n);  // rank r's result: elements [r * count, + count)
+    for (size_t i = 0; i < count * n; ++i) sums[i] = sum_over_ranks(n, i);
+    const std::vector<std::vector<int32_t>> values = every_rank_values(n, count * n);
+    RankBuffers bufs(n, count * n, count);
     for (const char* chunk : {"0", "8"})
       for (bool inplace : {false, true}) {
         if (count > 100000 && chunk[0] != '0') continue;
         SCOPED_TRACE("count " + std::to_string(count) + " chunk " + chunk + (inplace ? " in place" : ""));
         config::ScopedOverride ch("ZCX_CHUNK_SIZE", chunk);
         run_ranks(n, [&](int r, Comm& c) {
-          std::vector<int32_t> in(count * n), out(count, -1);
-          for (size_t i = 0; i < count * n; ++i) in[i] = val(r, i);
-          void* recv = inplace ? static_cast<void*>(in.data() + r * count) : out.data();
-          ASSERT_EQ(run_op(c, args(CollKind::kReducescatter, in.data(), recv, count)), Status::kSuccess)
+          int32_t* in = bufs.in(r, values[r]);
+          int32_t* recv = inplace ? in + r * count : bufs.out(r);
+          ASSERT_EQ(run_op(c, args(CollKind::kReducescatter, in, recv, count)), Status::kSuccess)
               << last_error();
-          std::vector<int32_t> want(count);
-          for (size_t i = 0; i < count; ++i) want[i] = sum_over_ranks(n, r * count + i);
-          EXPECT_TRUE(same_ints(want, static_cast<int32_t*>(recv), count)) << "rank " << r;
+          const std::vector<int32_t> want(sums.begin() + r * count, sums.begin() + (r + 1) * count);
+          EXPECT_TRUE(same_ints(want, recv, count)) << "rank " << r;
         });
         if (HasFailure()) return;
       }
+  }
 }
 
 TEST_P(GatherTest, Alltoall) {
   const int n = GetParam();
-  for (size_t count : test_counts(n))
+  for (size_t count : test_counts(n)) {
+    if (count > 100000 && n > 5) continue;  // 8 x 8 x 4 MB is a lot for a 2-core box
+    const std::vector<std::vector<int32_t>> values = every_rank_values(n, count * n);
+    RankBuffers bufs(n, count * n, count * n);
     for (bool inplace : {false, true}) {
-      if (count > 100000 && n > 5) continue;  // 8 x 8 x 4 MB is a lot for a 2-core box
       SCOPED_TRACE("count " + std::to_string(count) + (inplace ? " in place" : ""));
       run_ranks(n, [&](int r, Comm& c) {
-        std::vector<int32_t> in(count * n), out(count * n, -1);
-        for (size_t i = 0; i < count * n; ++i) in[i] = val(r, i);
-        void* recv = inplace ? in.data() : out.data();
-        ASSERT_EQ(run_op(c, args(CollKind::kAlltoall, in.data(), recv, count)), Status::kSuccess)
+        int32_t* in = bufs.in(r, values[r]);
+        int32_t* recv = inplace ? in : bufs.out(r);
+        ASSERT_EQ(run_op(c, args(CollKind::kAlltoall, in, recv, count)), Status::kSuccess)
             << last_error();
         std::vector<int32_t> want(count * n);
         for (int p = 0; p < n; ++p)
           for (size_t i = 0; i < count; ++i) want[p * count + i] = val(p, r * count + i);
-        EXPECT_TRUE(same_ints(want, static_cast<int32_t*>(recv), count * n)) << "rank " << r;
+        EXPECT_TRUE(same_ints(want, recv, count * n)) << "rank " << r;
       });
       if (HasFailure()) return;
     }
+  }
 }
 
 // Irregular counts, one of them zero, and gaps between blocks.
