@@ -72,13 +72,14 @@ class RankBuffers {
   // Rank r's send buffer, holding `from` (as many elements as the buffer).
   int32_t* in(int r, const std::vector<int32_t>& from) {
     std::vector<int32_t>& v = in_[static_cast<size_t>(r)];
-    std::memcpy(v.data(), from.data(), v.size() * sizeof(int32_t));
+    // An empty vector's data() may be NULL, which memcpy and memset never take (UBSan).
+    if (!v.empty()) std::memcpy(v.data(), from.data(), v.size() * sizeof(int32_t));
     return v.data();
   }
   // Rank r's receive buffer, every element -1 (all bits set).
   int32_t* out(int r) {
     std::vector<int32_t>& v = out_[static_cast<size_t>(r)];
-    std::memset(v.data(), 0xff, v.size() * sizeof(int32_t));
+    if (!v.empty()) std::memset(v.data(), 0xff, v.size() * sizeof(int32_t));
     return v.data();
   }
 
